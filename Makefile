@@ -1,0 +1,49 @@
+# Add & Norm — the commands a person types.
+#   make book       build the website into _build/html (executes every chapter)
+#   make test       run the whole test suite (library, chapters, grading, website)
+#   make lab        open JupyterLab on the exercises
+#   make exercises  regenerate exercises/ from solutions/ with nbgrader
+#   make serve      serve the built site on http://127.0.0.1:8000
+#   make clean      remove build outputs
+# Every target creates .venv on first use, and re-installs when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: book test lab exercises serve clean browser
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[course]"
+	touch $(STAMP)
+
+book: $(STAMP)
+	$(BIN)/python tools/build_book.py
+	@echo "Open file://$(abspath _build/html/index.html)   (or: make serve)"
+
+# The website tests drive Debian's Chromium; install it when it is missing (needs root).
+browser:
+	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: $(STAMP) browser
+	$(BIN)/python -m pytest
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=exercises
+
+exercises: $(STAMP)
+	$(BIN)/python tools/generate_exercises.py
+
+serve: $(STAMP)
+	@test -f _build/html/index.html || $(MAKE) book
+	$(BIN)/python -m http.server --bind 127.0.0.1 --directory _build/html 8000
+
+clean:
+	rm -rf _build .pytest_cache
+	find . -name __pycache__ -prune -exec rm -rf {} +
+	rm -rf gradebook.db submitted autograded feedback
