@@ -35,7 +35,8 @@ def build(root: Path = ROOT) -> int:
         str(Path(sys.executable).parent / "jupyter-book"), "build", str(root),
         "-W", "-n", "--keep-going",
     ]
-    return subprocess.call(command, cwd=root)
+    env = dict(os.environ, ADDNORM_PROGRESS="0")   # no progress bars in the built pages
+    return subprocess.call(command, cwd=root, env=env)
 
 
 if __name__ == "__main__":
