@@ -35,6 +35,8 @@ class AddNorm(nn.Module):
         eps: float = 1e-5,
     ) -> None:
         super().__init__()
+        if norm not in ("layer", "rms", "none", "rezero"):
+            raise ValueError(f"AddNorm: expected norm 'layer', 'rms', 'none' or 'rezero', got {norm!r}")
         self.d_model = d_model
         self.norm_first = norm_first
         self.residual = residual
