@@ -476,6 +476,13 @@ def test_exercises_page_lists_every_exercise(site: Path) -> None:
     assert len(set(downloads)) == len(EXERCISE_LABELS), f"expected 5 notebook downloads, found {downloads}"
 
 
+def test_home_page_has_the_three_diagrams(site: Path) -> None:
+    """The encoder layer, the decoder layer and the whole stack, drawn by Graphviz at build time, with alt text."""
+    diagrams = [r for r in _parse(site / "intro.html").resources if "/graphviz-" in f"/{r}" and r.endswith(".png")]
+    assert len(diagrams) == 3, f"expected 3 Graphviz diagrams on the home page, found {diagrams}"
+    assert all((site / d).is_file() for d in diagrams), diagrams
+
+
 def test_glossary_gives_chinese_names(site: Path) -> None:
     """Every glossary term carries its Traditional and Simplified Chinese names."""
     text = (site / "glossary.html").read_text(encoding="utf-8")
