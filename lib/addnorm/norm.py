@@ -26,8 +26,9 @@ class LayerNorm(nn.Module):
         check_last_dim(x, self.d_model, "LayerNorm")
         mean = x.mean(dim=-1, keepdim=True)               # (..., 1)
         centered = x - mean                               # subtract first: accurate for a large mean
-        variance = centered.pow(2).mean(dim=-1, keepdim=True)  # biased: divide by d, not d - 1
-        return centered * torch.rsqrt(variance + self.eps) * self.weight + self.bias
+        variance = (centered * centered).mean(dim=-1, keepdim=True)  # biased: divide by d, not d - 1
+        normalized = centered * torch.rsqrt(variance + self.eps)  # ε inside the square root
+        return torch.addcmul(self.bias, normalized, self.weight)  # γ · normalized + β, in one pass
 
     def extra_repr(self) -> str:
         return f"{self.d_model}, eps={self.eps}"
@@ -44,7 +45,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_last_dim(x, self.d_model, "RMSNorm")
-        mean_square = x.pow(2).mean(dim=-1, keepdim=True)
+        mean_square = (x * x).mean(dim=-1, keepdim=True)
         return x * torch.rsqrt(mean_square + self.eps) * self.weight
 
     def extra_repr(self) -> str:
