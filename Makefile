@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: book test lab exercises serve clean browser
+.PHONY: book test lab exercises serve clean graphviz browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,19 +22,27 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[course]"
 	touch $(STAMP)
 
-book: $(STAMP)
+# Debian packages the build and the tests use; installed when missing (apt-get needs root:
+# on your own machine, `sudo apt-get install graphviz chromium` once instead).
+APT_INSTALL = apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
+
+# The diagrams are drawn by Graphviz's `dot` when the book is built.
+graphviz:
+	@command -v dot >/dev/null || $(APT_INSTALL) graphviz >/dev/null
+
+# The website tests drive Debian's Chromium (a test tool's own browser download does not work offline).
+browser:
+	@test -x /usr/bin/chromium || $(APT_INSTALL) chromium >/dev/null
+
+book: $(STAMP) graphviz
 	$(BIN)/python tools/build_book.py
 	@echo "Open file://$(abspath _build/html/index.html)   (or: make serve)"
 
-# The website tests drive Debian's Chromium; install it when it is missing (needs root).
-browser:
-	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-
-test: $(STAMP) browser
+test: $(STAMP) graphviz browser
 	$(BIN)/python -m pytest
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=exercises
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/lab/tree/exercises
 
 exercises: $(STAMP)
 	$(BIN)/python tools/generate_exercises.py
