@@ -514,7 +514,7 @@ def test_screenshots(browser: Any, base_url: str, site: Path) -> None:
             target = out / f"{name}.png"
             # a viewport as tall as the page draws the sticky sidebars whole (full_page=True clips them)
             height = page.evaluate("document.documentElement.scrollHeight")
-            page.set_viewport_size({"width": 1280, "height": min(max(height, 900), 16000)})
+            page.set_viewport_size({"width": 1280, "height": min(max(height, 900), 30000)})
             page.wait_for_timeout(300)
             page.screenshot(path=str(target))
         finally:
