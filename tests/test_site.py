@@ -39,10 +39,14 @@ SITE_ENV = "ADDNORM_SITE_HTML"            # development only: test an already bu
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 NOT_PAGES = {"_static", "_sources", "_downloads", "_images"}
 SCREENSHOT_CHAPTER = "chapters/02_layer_normalization.html"   # has formulas and figures
-EXERCISE_LABELS = [
-    "exercise-01-residual", "exercise-02-layer-norm", "exercise-03-encoder-stack",
-    "exercise-04-decoder-stack", "exercise-05-positional-encoding",
-]
+EXERCISE_CHAPTERS = {                     # exercise label on guide/exercises.html -> its chapter page
+    "exercise-01-residual": "chapters/01_residual_connections.html",
+    "exercise-02-layer-norm": "chapters/02_layer_normalization.html",
+    "exercise-03-encoder-stack": "chapters/03_encoder_stack.html",
+    "exercise-04-decoder-stack": "chapters/04_decoder_stack.html",
+    "exercise-05-positional-encoding": "chapters/05_positional_encoding.html",
+}
+EXERCISE_LABELS = list(EXERCISE_CHAPTERS)
 PAGE_TIMEOUT_MS = 60_000
 
 
@@ -474,6 +478,23 @@ def test_exercises_page_lists_every_exercise(site: Path) -> None:
     downloads = [h for h in parsed.links if h.endswith(".ipynb") and "_downloads/" in h]
     assert not missing, f"exercise labels missing from guide/exercises.html: {missing}"
     assert len(set(downloads)) == len(EXERCISE_LABELS), f"expected 5 notebook downloads, found {downloads}"
+
+
+def test_chapters_and_exercises_link_both_ways(site: Path) -> None:
+    """Each chapter links to its exercise's section, and the Exercises page links back to each chapter."""
+    exercises_page = site / "guide" / "exercises.html"
+    back = {_resolve(site, "guide/exercises.html", h)[0] for h in _parse(exercises_page).links}
+    problems = []
+    for label, chapter in EXERCISE_CHAPTERS.items():
+        if not (site / chapter).is_file():
+            problems.append(f"{chapter} was not built")
+            continue
+        forward = {_resolve(site, chapter, h) for h in _parse(site / chapter).links}
+        if (exercises_page, label) not in forward:
+            problems.append(f"{chapter} does not link to guide/exercises.html#{label}")
+        if site / chapter not in back:
+            problems.append(f"guide/exercises.html does not link to {chapter}")
+    _fail_if(problems, "missing links between chapters and exercises")
 
 
 def test_home_page_has_the_three_diagrams(site: Path) -> None:
