@@ -1,0 +1,77 @@
+"""nbgrader configuration for the Add & Norm course (the repository root is the course directory).
+
+The instructor notebooks live in solutions/ (nbgrader's "source"), the learner versions in exercises/ (its
+"release"); `make exercises` regenerates exercises/ from solutions/. The gradebook (gradebook.db) and the
+submitted/, autograded/ and feedback/ folders are created here when you grade, and are git-ignored.
+See guide/instructors.md for the commands.
+"""
+
+import time
+
+from nbgrader.preprocessors import (
+    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, Execute, GetGrades, IgnorePattern, LimitOutput,
+    SaveAutoGrades,
+)
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from traitlets import Integer
+
+c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
+
+# --- the course ---------------------------------------------------------------------------------------------
+c.CourseDirectory.course_id = "addnorm"
+c.CourseDirectory.source_directory = "solutions"     # instructor versions: solutions/<assignment>/<notebook>.ipynb
+c.CourseDirectory.release_directory = "exercises"    # learner versions:    exercises/<assignment>/<notebook>.ipynb
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
+
+# --- generate_assignment: what the learner version looks like -------------------------------------------------
+c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"      # (nbgrader's spelling of "delimiter")
+c.ClearSolutions.end_solution_delimeter = "END SOLUTION"
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+c.ClearSolutions.enforce_metadata = True            # a solution region outside a solution cell is an error
+c.ClearHiddenTests.begin_test_delimeter = "BEGIN HIDDEN TESTS"
+c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
+
+# --- autograde: running learners' code safely -----------------------------------------------------------------
+# Every cell gets at most 60 s; a cell that runs longer (an infinite loop) is interrupted, marked as an error, and
+# the rest of the notebook still runs. On top of that, a whole notebook gets at most 300 s: once that budget is
+# spent, each remaining cell gets 1 s, so one student cannot hold the whole class's grading for long.
+c.ExecutePreprocessor.timeout = 60                  # seconds per cell (the notebooks' cells take < 5 s each)
+c.ExecutePreprocessor.interrupt_on_timeout = True
+c.ExecutePreprocessor.startup_timeout = 120         # a cold kernel that imports torch can be slow to start
+
+
+class BudgetedExecute(Execute):
+    """nbgrader's Execute with a time budget for the whole notebook, on top of the per-cell timeout."""
+
+    notebook_timeout = Integer(
+        300, help="Seconds for the whole notebook; past it, each remaining cell gets 1 s."
+    ).tag(config=True)
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._deadline = time.monotonic() + self.notebook_timeout
+        return super().preprocess(nb, resources, km)
+
+    def _get_timeout(self, cell):
+        timeout = super()._get_timeout(cell)
+        remaining = max(1, int(getattr(self, "_deadline", float("inf")) - time.monotonic()))
+        return remaining if timeout is None else min(timeout, remaining)
+
+
+c.BudgetedExecute.notebook_timeout = 300
+c.Autograde.autograde_preprocessors = [
+    BudgetedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties,
+    CheckCellMetadata,
+]
+# Short tracebacks (only the failing line of each frame): the feedback shows the assertion message, not the
+# hidden tests around it.
+c.Execute.extra_arguments = ["--InteractiveShell.xmode=Plain"]
+c.LimitOutput.max_lines = 1000                      # a runaway print cannot bloat the graded notebook
+c.LimitOutput.max_traceback = 100
+
+# A learner who deletes a test cell gets it back: the gradebook's copy is re-inserted and run. (Locked cells that
+# were edited are always restored from the gradebook.)
+c.OverwriteCells.add_missing_cells = True
+
+# --- feedback: show the failing assertion messages, not the hidden tests' code --------------------------------
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -1,0 +1,314 @@
+"""The grading pipeline end to end (issue 5), in temporary nbgrader course directories.
+
+One `nbgrader autograde` run grades a class of made-up students: the instructor solutions, the untouched learner
+notebooks, a submission whose test cells were rewritten or deleted, one that never returns, and one that is not
+a notebook at all. A second course, graded at the same time, holds one submission per classic mistake — each a
+small text replacement of the solution code, listed in MISTAKES. Every notebook's kernel imports torch, so the
+whole module takes a few minutes (marked slow).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import grading  # noqa: E402  (tools/grading.py)
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENTS = dict(grading.assignments())            # assignment id -> notebook name
+CELL_TIMEOUT = 30                                    # seconds per cell in these runs (the config says 60)
+
+# name -> (assignment, [(text in the solution code, its replacement), ...]). Each must cost points.
+MISTAKES = {
+    "post_pre_ln_swapped": ("01_residual", [("if self.norm_first:", "if not self.norm_first:")]),
+    "residual_forgotten": ("01_residual", [("return self.norm(x + self.dropout(sublayer(x)))",
+                                            "return self.norm(self.dropout(sublayer(x)))")]),
+    "bessel_variance": ("02_layer_norm", [("variance = centered.pow(2).mean(dim=-1, keepdim=True)",
+                                           "variance = x.var(dim=-1, keepdim=True)")]),
+    "wrong_axis": ("02_layer_norm", [("mean = x.mean(dim=-1, keepdim=True)", "mean = x.mean(dim=0, keepdim=True)"),
+                                     ("variance = centered.pow(2).mean(dim=-1, keepdim=True)",
+                                      "variance = centered.pow(2).mean(dim=0, keepdim=True)")]),
+    "eps_outside_sqrt": ("02_layer_norm", [("torch.sqrt(variance + self.eps)", "(torch.sqrt(variance) + self.eps)")]),
+    "calls_F_layer_norm": ("02_layer_norm", [(
+        "return centered / torch.sqrt(variance + self.eps) * self.weight + self.bias",
+        "return torch.nn.functional.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)")]),
+    "uses_nn_LayerNorm": ("02_layer_norm", [
+        ("self.bias = nn.Parameter(torch.zeros(d_model))", "self.builtin = nn.LayerNorm(d_model)"),
+        ("return centered / torch.sqrt(variance + self.eps) * self.weight + self.bias", "return self.builtin(x)")]),
+    "encoder_shared_weights": ("03_encoder_stack", [(
+        "self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(num_layers))",
+        "self.layers = nn.ModuleList([layer] * num_layers)")]),
+    "no_causal_mask": ("04_decoder_stack", [("self.self_attn(h, h, h, attn_mask=mask)", "self.self_attn(h, h, h)")]),
+    "inverted_causal_mask": ("04_decoder_stack", [("return torch.ones(n, n, dtype=torch.bool).triu(diagonal=1)",
+                                                   "return ~torch.ones(n, n, dtype=torch.bool).triu(diagonal=1)")]),
+    "decoder_memory_is_x": ("04_decoder_stack", [("x = layer(x, memory)", "x = layer(x, x)")]),
+    "decoder_memory_is_previous_output": ("04_decoder_stack", [("x = layer(x, memory)", "memory = x = layer(x, memory)")]),
+    "sin_cos_swapped": ("05_positional_encoding", [("pe[:, 0::2] = torch.sin(angle)", "pe[:, 0::2] = torch.cos(angle)"),
+                                                   ("pe[:, 1::2] = torch.cos(angle)", "pe[:, 1::2] = torch.sin(angle)")]),
+    "sin_cos_not_interleaved": ("05_positional_encoding", [(
+        "return pe.float()", "return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).float()")]),
+    "no_sqrt_d_model_scaling": ("05_positional_encoding", [("self.tokens(tokens) * math.sqrt(self.d_model)",
+                                                            "self.tokens(tokens)")]),
+    "encoding_added_twice": ("05_positional_encoding", [("return x + self.position_table[: tokens.shape[1]]",
+                                                         "return x + 2 * self.position_table[: tokens.shape[1]]")]),
+}
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+def solution_text(assignment: str) -> str:
+    return (grading.SOLUTIONS / assignment / f"{ASSIGNMENTS[assignment]}.ipynb").read_text(encoding="utf-8")
+
+
+def is_test_cell(cell) -> bool:
+    meta = cell.metadata.get("nbgrader", {})
+    return bool(meta.get("grade")) and not meta.get("solution") and cell.cell_type == "code"
+
+
+def with_mistake(assignment: str, replacements: list[tuple[str, str]]) -> str:
+    """The solution notebook with the replacements applied to its solution cells (each must apply)."""
+    nb = nbformat.reads(solution_text(assignment), as_version=4)
+    solution_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"]
+    for old, new in replacements:
+        assert sum(c.source.count(old) for c in solution_cells) == 1, f"{old!r} is not exactly once in {assignment}'s solution code"
+        for cell in solution_cells:
+            cell.source = cell.source.replace(old, new)
+    return nbformat.writes(nb)
+
+
+def submit_notebook(course: Path, student: str, assignment: str, text: str | bytes) -> None:
+    grading.submit(course, student, assignment, {f"{ASSIGNMENTS[assignment]}.ipynb": text})
+
+
+def autograde(course: Path, *extra: str) -> subprocess.Popen:
+    """Start `nbgrader autograde` (every assignment, every student) in the background."""
+    command = [sys.executable, "-m", "nbgrader", "autograde", "*", f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}", *extra]
+    return subprocess.Popen(command, cwd=course, env=grading.nbgrader_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+# ---------------------------------------------------------------------------------------------- the class
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Two graded courses: "class" (the pipeline cases) and "mistakes" (one student per classic mistake)."""
+    base = tmp_path_factory.mktemp("grading")
+    course = grading.make_course(base / "class")
+    mistakes = base / "mistakes"
+    shutil.copytree(course, mistakes)                           # the same release and gradebook, graded separately
+
+    for assignment in ASSIGNMENTS:
+        submit_notebook(course, "full", assignment, solution_text(assignment))
+        released = course / "exercises" / assignment / f"{ASSIGNMENTS[assignment]}.ipynb"
+        submit_notebook(course, "blank", assignment, released.read_text(encoding="utf-8"))
+
+    # rewritten test cells (on top of a real mistake), and deleted test cells (on top of another one)
+    nb = nbformat.reads(with_mistake(*MISTAKES["post_pre_ln_swapped"]), as_version=4)
+    for cell in nb.cells:
+        if is_test_cell(cell):
+            cell.source = "# all tests pass\npass"
+    submit_notebook(course, "tamper", "01_residual", nbformat.writes(nb))
+    nb = nbformat.reads(with_mistake(*MISTAKES["bessel_variance"]), as_version=4)
+    nb.cells = [cell for cell in nb.cells if not is_test_cell(cell)]
+    submit_notebook(course, "tamper", "02_layer_norm", nbformat.writes(nb))
+
+    # a submission that never returns: an infinite loop in RMSNorm.forward
+    submit_notebook(course, "hang", "02_layer_norm", with_mistake("02_layer_norm", [(
+        "mean_square = x.pow(2).mean(dim=-1, keepdim=True)",
+        "while True:\n            pass\n        mean_square = x.pow(2).mean(dim=-1, keepdim=True)")]))
+
+    # a file that is not notebook JSON
+    submit_notebook(course, "broken", "03_encoder_stack", "{ this is not a notebook")
+
+    for name, (assignment, replacements) in MISTAKES.items():
+        submit_notebook(mistakes, name, assignment, with_mistake(assignment, replacements))
+
+    started = time.monotonic()
+    runs = {"class": autograde(course), "mistakes": autograde(mistakes)}   # two kernels at a time on two cores
+    logs = {name: run.communicate()[0] for name, run in runs.items()}
+    return {
+        "course": course, "mistakes": mistakes, "log": logs["class"], "returncode": runs["class"].returncode,
+        "mistakes_log": logs["mistakes"], "mistakes_returncode": runs["mistakes"].returncode,
+        "scores": grading.scores(course), "mistake_scores": grading.scores(mistakes),
+        "seconds": time.monotonic() - started,
+    }
+
+
+def score(scores, student: str, assignment: str) -> dict[str, float]:
+    return scores[(student, assignment, ASSIGNMENTS[assignment])]
+
+
+# ---------------------------------------------------------------------------------------------- generation
+
+def test_solutions_match_their_sources():
+    """solutions/ is what tools/write_solutions.py writes from tools/solution_cells/ (no hand edits lost)."""
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "write_solutions.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_generate_reproduces_the_committed_exercises(graded):
+    """generate_assignment on solutions/ gives exactly exercises/ (else: run `make exercises` and commit)."""
+    released = graded["course"] / "exercises"
+    for assignment, name in ASSIGNMENTS.items():
+        made = json.loads((released / assignment / f"{name}.ipynb").read_text(encoding="utf-8"))
+        committed_path = grading.EXERCISES / assignment / f"{name}.ipynb"
+        assert committed_path.exists(), f"exercises/{assignment}/{name}.ipynb is missing: run `make exercises`"
+        committed = json.loads(committed_path.read_text(encoding="utf-8"))
+        assert made == committed, f"exercises/{assignment}/{name}.ipynb is out of date: run `make exercises` and commit"
+    extra = {p.name for p in grading.EXERCISES.iterdir() if p.is_dir()} - set(ASSIGNMENTS)
+    assert not extra, f"exercises/ has assignments with no source in solutions/: {sorted(extra)}"
+
+
+def _regions(source: str, begin: str, end: str) -> tuple[list[str], list[str]]:
+    """(lines inside begin/end regions, lines outside them) of one cell."""
+    inside, outside, within = [], [], False
+    for line in source.splitlines():
+        if begin in line:
+            within = True
+        elif end in line:
+            within = False
+        else:
+            (inside if within else outside).append(line.strip())
+    return inside, outside
+
+
+@pytest.mark.parametrize("assignment", sorted(ASSIGNMENTS))
+def test_exercises_hold_no_solution_and_no_hidden_test(assignment):
+    name = ASSIGNMENTS[assignment]
+    source = nbformat.read(grading.SOLUTIONS / assignment / f"{name}.ipynb", as_version=4)
+    release = nbformat.read(grading.EXERCISES / assignment / f"{name}.ipynb", as_version=4)
+    released_text = "\n".join(cell.source for cell in release.cells)
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
+        assert marker not in released_text, f"{assignment}: the learner version still contains {marker!r}"
+    # lines that only occur inside solution / hidden-test regions of the instructor version must not leak
+    secret, public = set(), set()
+    for cell in source.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and cell.cell_type == "markdown":
+            secret.update(line.strip() for line in cell.source.splitlines())
+            continue
+        for begin, end in (("BEGIN SOLUTION", "END SOLUTION"), ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")):
+            inside, outside = _regions(cell.source, begin, end)
+            secret.update(inside)
+        public.update(_regions(re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", cell.source, flags=re.S),
+                               "BEGIN SOLUTION", "END SOLUTION")[1])
+    released_lines = {line.strip() for line in released_text.splitlines()}
+    leaked = sorted(line for line in secret - public if len(line) > 3 and line in released_lines)
+    assert not leaked, f"{assignment}: solution or hidden-test lines in the learner version: {leaked[:5]}"
+    # every solution region became a stub that raises, every written answer a blank
+    for cell in release.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and cell.cell_type == "code":
+            assert "raise NotImplementedError()" in cell.source
+        if meta.get("solution") and cell.cell_type == "markdown":
+            assert cell.source.strip() == "YOUR ANSWER HERE"
+    # the same graded cells, with the same points, in both versions
+    points = lambda nb: [(c.metadata["nbgrader"]["grade_id"], c.metadata["nbgrader"].get("points"))
+                         for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert points(release) == points(source)
+    written = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "markdown"]
+    assert len(written) == 1, f"{assignment}: expected one manually graded written answer"
+
+
+# ---------------------------------------------------------------------------------------------- grading
+
+@pytest.mark.parametrize("assignment", sorted(ASSIGNMENTS))
+def test_solutions_score_full_marks(graded, assignment):
+    result = score(graded["scores"], "full", assignment)
+    assert result["max_code"] > 0 and result["code"] == result["max_code"], (result, graded["log"][-4000:])
+    assert result["max_written"] > 0, "each notebook has a manually graded written answer"
+
+
+@pytest.mark.parametrize("assignment", sorted(ASSIGNMENTS))
+def test_untouched_exercises_score_zero(graded, assignment):
+    result = score(graded["scores"], "blank", assignment)
+    assert result["code"] == 0 and result["max_code"] > 0, result
+    autograded = graded["course"] / "autograded" / "blank" / assignment / f"{ASSIGNMENTS[assignment]}.ipynb"
+    nb = nbformat.read(autograded, as_version=4)
+    errors = [o.ename for c in nb.cells if is_test_cell(c) for o in c.get("outputs", []) if o.output_type == "error"]
+    assert errors and set(errors) <= {"NotImplementedError", "NameError"}, errors
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_each_classic_mistake_loses_points(graded, mistake):
+    assignment, _ = MISTAKES[mistake]
+    result = score(graded["mistake_scores"], mistake, assignment)
+    assert result["code"] < result["max_code"], f"{mistake} scored full marks: {result}"
+
+
+def test_one_mistake_costs_only_the_parts_it_breaks(graded):
+    """Partial credit: a single mistake never zeroes a whole notebook."""
+    partial = {m: score(graded["mistake_scores"], m, a)["code"] for m, (a, _) in MISTAKES.items()}
+    assert all(value > 0 for value in partial.values()), partial
+
+
+def test_rewritten_and_deleted_test_cells_are_restored(graded):
+    tampered = score(graded["scores"], "tamper", "01_residual")
+    assert tampered["code"] < tampered["max_code"], "test cells replaced by `pass` were not restored from the gradebook"
+    deleted = score(graded["scores"], "tamper", "02_layer_norm")
+    assert deleted["max_code"] == score(graded["scores"], "full", "02_layer_norm")["max_code"]
+    assert deleted["code"] < deleted["max_code"], "deleted test cells were not put back and run"
+    nb = nbformat.read(graded["course"] / "autograded" / "tamper" / "02_layer_norm" / "layer_norm.ipynb", as_version=4)
+    restored = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)]
+    original = [c.metadata["nbgrader"]["grade_id"]
+                for c in nbformat.reads(solution_text("02_layer_norm"), as_version=4).cells if is_test_cell(c)]
+    assert restored == original
+    rewritten = nbformat.read(graded["course"] / "autograded" / "tamper" / "01_residual" / "residual.ipynb", as_version=4)
+    assert all("# all tests pass" not in c.source for c in rewritten.cells if is_test_cell(c))
+
+
+def test_an_infinite_loop_times_out_and_the_class_is_still_graded(graded):
+    result = score(graded["scores"], "hang", "02_layer_norm")
+    nb = nbformat.reads(solution_text("02_layer_norm"), as_version=4)
+    blocked = sum(c.metadata["nbgrader"]["points"] for c in nb.cells if is_test_cell(c)
+                  and "rms_norm" in c.metadata["nbgrader"]["grade_id"])
+    assert result["code"] == result["max_code"] - blocked, (
+        f"the LayerNorm parts should keep their points and the RMSNorm parts (which loop) score zero: {result}")
+    assert "Timeout waiting for execute reply" in graded["log"]
+    for assignment in ASSIGNMENTS:        # the rest of the class, graded in the same run
+        assert score(graded["scores"], "full", assignment)["code"] == score(graded["scores"], "full", assignment)["max_code"]
+
+
+def test_a_file_that_is_not_a_notebook_is_reported_with_its_student(graded):
+    assert graded["returncode"] != 0, "nbgrader should report the failure with a non-zero exit code"
+    assert "There was an error processing assignment '03_encoder_stack' for student 'broken'" in graded["log"]
+    assert not (graded["course"] / "autograded" / "broken" / "03_encoder_stack").exists()
+    assert score(graded["scores"], "full", "03_encoder_stack")["code"] == score(graded["scores"], "full", "03_encoder_stack")["max_code"]
+    assert graded["mistakes_returncode"] == 0, graded["mistakes_log"][-4000:]
+
+
+def test_feedback_is_written_for_every_student(graded):
+    course = graded["course"]
+    grading.run_nbgrader(["generate_feedback", "*"], course)
+    autograded = sorted(p.relative_to(course / "autograded") for p in course.glob("autograded/*/*/*.ipynb"))
+    assert len(autograded) >= 5 + 5 + 2 + 1
+    for path in autograded:
+        html = course / "feedback" / path.with_suffix(".html")
+        assert html.exists(), f"no feedback for {path}"
+        text = html.read_text(encoding="utf-8")
+        assert "Score:" in text and "BEGIN HIDDEN TESTS" not in text, path
+    hang = (course / "feedback" / "hang" / "02_layer_norm" / "layer_norm.html").read_text(encoding="utf-8")
+    assert "CellTimeoutError" in hang or "KeyboardInterrupt" in hang
+
+
+def test_grading_twice_gives_identical_scores(graded):
+    """Regrade the positional-encoding submissions (four partial scores) and compare."""
+    course = graded["mistakes"]
+    grading.run_nbgrader(["autograde", "05_positional_encoding", "--force",
+                          f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"], course)
+    again = grading.scores(course)
+    before = {k: v for k, v in graded["mistake_scores"].items() if k[1] == "05_positional_encoding"}
+    assert len(before) == 4 and {k: again[k] for k in before} == before

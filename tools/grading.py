@@ -1,0 +1,90 @@
+"""Helpers around nbgrader for this course: build a throw-away course directory, run nbgrader, read scores.
+
+Used by tools/generate_exercises.py, tests/test_grading.py and bench/grading.py. nbgrader runs as a subprocess
+of this Python (`python -m nbgrader`), with the venv's bin/ on PATH: nbgrader calls `alembic` from there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+EXERCISES = ROOT / "exercises"
+CONFIG = ROOT / "nbgrader_config.py"
+
+
+def assignments(source: Path = SOLUTIONS) -> list[tuple[str, str]]:
+    """(assignment id, notebook name) for every notebook under solutions/<id>/, sorted."""
+    return sorted((nb.parent.name, nb.stem) for nb in source.glob("*/*.ipynb")
+                  if ".ipynb_checkpoints" not in nb.parts)
+
+
+def nbgrader_env() -> dict[str, str]:
+    """The environment nbgrader needs: this interpreter's bin/ first on PATH (for alembic and jupyter)."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env.setdefault("PYTHONHASHSEED", "0")
+    env["ADDNORM_PROGRESS"] = "0"
+    return env
+
+
+def run_nbgrader(args: list[str], course: Path, check: bool = True, timeout: float | None = None
+                 ) -> subprocess.CompletedProcess:
+    """Run `nbgrader <args>` in the course directory; raise with its log when check and it fails."""
+    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=nbgrader_env(),
+                            capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed (exit {result.returncode}):\n"
+                           f"{result.stdout[-6000:]}\n{result.stderr[-6000:]}")
+    return result
+
+
+def make_course(course: Path, source: Path = SOLUTIONS) -> Path:
+    """Copy nbgrader_config.py and the instructor notebooks into `course`, and run generate_assignment for each.
+
+    Afterwards course/exercises/<id>/ holds the learner versions and course/gradebook.db knows every assignment,
+    ready for `nbgrader autograde`. Returns `course`.
+    """
+    course.mkdir(parents=True, exist_ok=True)
+    shutil.copy(CONFIG, course / "nbgrader_config.py")
+    shutil.copytree(source, course / "solutions", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    run_nbgrader(["generate_assignment", "*", "--force"], course)     # every assignment, in one process
+    return course
+
+
+def submit(course: Path, student: str, assignment: str, notebooks: dict[str, str | bytes]) -> Path:
+    """Place a student's files in submitted/<student>/<assignment>/ (name -> text or bytes); return the folder."""
+    folder = course / "submitted" / student / assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in notebooks.items():
+        path = folder / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return folder
+
+
+def scores(course: Path) -> dict[tuple[str, str, str], dict[str, float]]:
+    """Every graded notebook in the gradebook: (student, assignment, notebook) -> its scores.
+
+    "code" / "max_code" are the autograded points, "written" / "max_written" the manually graded ones.
+    """
+    from nbgrader.api import Gradebook
+
+    table = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "addnorm") as gb:
+        for assignment in gb.assignments:
+            for submission in assignment.submissions:
+                for nb in submission.notebooks:
+                    table[(submission.student.id, assignment.name, nb.name)] = {
+                        "code": nb.code_score, "max_code": nb.max_code_score,
+                        "written": nb.written_score, "max_written": nb.max_written_score,
+                    }
+    return table
