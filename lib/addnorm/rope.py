@@ -1,0 +1,89 @@
+"""Rotary position embedding, RoPE (Su et al. 2021): position enters inside every attention layer.
+
+Instead of adding a vector to the input once, RoPE rotates each pair of features (2i, 2i+1)
+of every query and key by the angle p·θ_i, with θ_i = base^(−2i/d_head) — the frequencies of the sinusoidal
+encoding. A rotated query at position m and a rotated key at position n then have the dot
+product q·R_{n−m}·k: the attention score depends on the offset n − m, not on m and n.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import check_key_padding_mask
+from .attention import MultiHeadAttention, scaled_dot_product_attention
+
+
+def rope_angles(seq_len: int, d_head: int, base: float = 10000.0, offset: int = 0) -> torch.Tensor:
+    """(seq_len, d_head/2) rotation angles p·θ_i for positions offset … offset+seq_len−1."""
+    if d_head % 2 != 0:
+        raise ValueError(f"RoPE: d_head must be even (features are rotated in pairs), got {d_head}")
+    position = torch.arange(offset, offset + seq_len, dtype=torch.float64)[:, None]   # (seq, 1)
+    theta = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)      # (d_head/2,)
+    return (position * theta).float()                                                # (seq, d_head/2)
+
+
+def rotate(x: torch.Tensor, offset: int = 0, base: float = 10000.0) -> torch.Tensor:
+    """Rotate every feature pair (2i, 2i+1) of x (..., seq, d_head) by the angle position·θ_i."""
+    angle = rope_angles(x.shape[-2], x.shape[-1], base, offset).to(x.device)           # (seq, d_head/2)
+    cos, sin = angle.cos(), angle.sin()
+    even, odd = x[..., 0::2], x[..., 1::2]                                            # (..., seq, d_head/2)
+    out = torch.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+
+
+class RotaryMultiHeadAttention(MultiHeadAttention):
+    """MultiHeadAttention that rotates queries and keys by their positions (RoPE) before the dot product.
+
+    Values are not rotated. For self-attention in encoder stacks; it has no key/value cache.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, base: float = 10000.0) -> None:
+        super().__init__(d_model, num_heads, dropout)
+        self.base = base
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        cache: dict | None = None,
+        static_kv: bool = False,
+    ) -> torch.Tensor:
+        """Like MultiHeadAttention.forward, with q and k rotated; (batch, q_len, d_model) out."""
+        if cache is not None:
+            raise ValueError("RotaryMultiHeadAttention: this short version has no key/value cache")
+        batch, q_len, _ = query.shape
+        q = rotate(self._split_heads(self.q_proj(query)), base=self.base)   # (batch, heads, q_len, d_head)
+        k = rotate(self._split_heads(self.k_proj(key)), base=self.base)     # (batch, heads, k_len, d_head)
+        v = self._split_heads(self.v_proj(value))                          # (batch, heads, k_len, d_head)
+        mask = None
+        if key_padding_mask is not None:
+            check_key_padding_mask(key_padding_mask, batch, k.shape[2], "RotaryMultiHeadAttention")
+            mask = key_padding_mask[:, None, None, :]                      # (batch, 1, 1, k_len)
+        if attn_mask is not None:
+            mask = attn_mask if mask is None else mask | attn_mask
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        if self.training and self.dropout > 0:
+            out = F.dropout(weights, self.dropout) @ v
+        if self.record_weights:
+            self.weights = weights.detach()
+        out = out.transpose(1, 2).reshape(batch, q_len, self.d_model)     # concatenate the heads
+        return self.out_proj(out)
+
+
+def use_rope(model: nn.Module, base: float = 10000.0) -> nn.Module:
+    """Replace every `self_attn` MultiHeadAttention in model by a RotaryMultiHeadAttention with the same weights."""
+    for module in list(model.modules()):
+        attn = getattr(module, "self_attn", None)
+        if isinstance(attn, MultiHeadAttention) and not isinstance(attn, RotaryMultiHeadAttention):
+            rotary = RotaryMultiHeadAttention(attn.d_model, attn.num_heads, attn.dropout, base)
+            rotary.load_state_dict(attn.state_dict())
+            module.self_attn = rotary
+    return model
