@@ -47,6 +47,9 @@ MISTAKES = {
     "uses_nn_LayerNorm": ("02_layer_norm", [
         ("self.bias = nn.Parameter(torch.zeros(d_model))", "self.builtin = nn.LayerNorm(d_model)"),
         ("return centered / torch.sqrt(variance + self.eps) * self.weight + self.bias", "return self.builtin(x)")]),
+    "encoder_post_pre_ln_swapped": ("03_encoder_stack", [("if self.norm_first:", "if not self.norm_first:")]),
+    "encoder_residual_forgotten": ("03_encoder_stack", [("x = self.norm1(x + self.dropout(attend(x)))",
+                                                         "x = self.norm1(self.dropout(attend(x)))")]),
     "encoder_shared_weights": ("03_encoder_stack", [(
         "self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(num_layers))",
         "self.layers = nn.ModuleList([layer] * num_layers)")]),
