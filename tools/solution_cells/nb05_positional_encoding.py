@@ -44,11 +44,11 @@ def _check_encoding(max_len, d_model):
     expected = _encoding(max_len, d_model)
     for variant, mistake in _MISTAKES.items():
         wrong = _encoding(max_len, d_model, variant)
-        if torch.allclose(wrong, expected, atol=1e-5):      # e.g. with d_model = 2, [sin | cos] is interleaved
+        if torch.allclose(wrong, expected, atol=1e-4):      # e.g. with d_model = 2, [sin | cos] is interleaved
             continue
-        assert not torch.allclose(pe.double(), wrong, atol=1e-5), (
+        assert not torch.allclose(pe.double(), wrong, atol=1e-4), (
             f"sinusoidal_encoding({max_len}, {d_model}): {mistake}.")
-    assert torch.allclose(pe.double(), expected, atol=1e-5), (
+    assert torch.allclose(pe.double(), expected, atol=1e-4), (
         f"sinusoidal_encoding({max_len}, {d_model}) differs from PE[p, 2i] = sin(p / 10000^(2i/d)), "
         f"PE[p, 2i+1] = cos(p / 10000^(2i/d)) by up to {(pe.double() - expected).abs().max().item():.3g}")
 '''.strip("\n")
