@@ -6,14 +6,17 @@ submitted/, autograded/ and feedback/ folders are created here when you grade, a
 See guide/instructors.md for the commands.
 """
 
+import re
+import textwrap
 import time
 
+from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, Execute, GetGrades, IgnorePattern, LimitOutput,
     SaveAutoGrades,
 )
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
-from traitlets import Integer
+from traitlets import Bool, Integer
 
 c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
 
@@ -74,4 +77,25 @@ c.LimitOutput.max_traceback = 100
 c.OverwriteCells.add_missing_cells = True
 
 # --- feedback: show the failing assertion messages, not the hidden tests' code --------------------------------
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+
+
+class WrapErrorMessages(Preprocessor):
+    """Break long lines of error messages, so that the HTML feedback shows them without horizontal scrolling."""
+
+    enabled = Bool(True).tag(config=True)      # (nbconvert preprocessors are off unless enabled)
+    width = Integer(100, help="Wrap error-message lines longer than this many characters.").tag(config=True)
+
+    def _wrap(self, line):
+        if len(re.sub(r"\x1b\[[0-9;]*m", "", line)) <= self.width:      # the length on screen, colours aside
+            return line
+        return "\n".join(textwrap.wrap(line, self.width, subsequent_indent="    ", break_long_words=False))
+
+    def preprocess_cell(self, cell, resources, index):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                output["traceback"] = ["\n".join(self._wrap(line) for line in entry.split("\n"))
+                                       for entry in output["traceback"]]
+        return cell, resources
+
+
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, WrapErrorMessages, CSSHTMLHeaderPreprocessor]
