@@ -307,7 +307,7 @@ CELLS = [
     **Model answer.** Post-LN normalizes after every addition, so each block's output has mean 0 and variance 1 per
     token (γ = 1, β = 0 at initialization): its RMS is 1 at any depth. Pre-LN normalizes only the copy of the stream
     that enters the sublayer; the stream itself is x + F₁ + F₂ + … , a sum of updates that are roughly independent,
-    so its variance grows about linearly with depth and its RMS like √depth. Each new update is then small compared
+    so its variance grows roughly linearly with depth (RMS ≈ √(1 + c·depth)). Each new update is then small compared
     with the stream (the top layers' gradients shrink too, Xiong et al. 2020). Because nothing normalizes the stream,
     a Pre-LN stack needs a final LayerNorm after its last block, before the output layer (GPT-2's `ln_f`).
 

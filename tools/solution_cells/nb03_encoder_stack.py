@@ -65,8 +65,8 @@ CELLS = [
     the input of layer *k + 1*, with nothing in between. The layers have the same *structure* but independent
     *weights*: `N` separate copies, not one layer used `N` times.
 
-    Read first: [Chapter 3 — The encoder stack](../../chapters/03_encoder_stack.md) (on the course website:
-    *Chapters → The encoder stack*).
+    Read first: [Chapter 3 — Stacking N encoder layers](../../chapters/03_encoder_stack.md) (on the course website:
+    *Chapters → Stacking N encoder layers*).
 
     ## What you implement
 
@@ -405,7 +405,8 @@ CELLS = [
     is one layer object listed six times: `parameters()` yields its weights once (one layer's count), the gradients
     of its six uses add up into the same tensors, and after the step the "six layers" are still identical — it is one
     layer applied six times, not a 6-layer encoder. `copy.deepcopy` makes new tensors for every copy, so each layer
-    can learn a different function (lower layers more local, higher ones more abstract, Tenney et al. 2019). ALBERT
+    can learn a different function (probing finds a tendency for lower layers to carry more syntax and higher
+    ones more semantics, Tenney et al. 2019). ALBERT
     shares weights deliberately: it saves parameters and memory (a fraction of BERT's size) but gives up capacity per
     depth, and it still pays the full compute of every layer.
 

@@ -74,8 +74,8 @@ CELLS = [
     independent copies; **every** layer cross-attends to the **same** memory — the final output of the encoder,
     unchanged — while its own input is the previous decoder layer's output.
 
-    Read first: [Chapter 4 — The decoder stack](../../chapters/04_decoder_stack.md) (on the course website:
-    *Chapters → The decoder stack*).
+    Read first: [Chapter 4 — Stacking N decoder layers](../../chapters/04_decoder_stack.md) (on the course website:
+    *Chapters → Stacking N decoder layers*).
 
     ## What you implement
 

@@ -74,8 +74,8 @@ CELLS = [
     cosines, each pair at its own frequency. The token embeddings are multiplied by $\sqrt{d_\text{model}}$ before
     the encoding is added.
 
-    Read first: [Chapter 5 — Positional encoding](../../chapters/05_positional_encoding.md) (on the course website:
-    *Chapters → Positional encoding*).
+    Read first: [Chapter 5 — Positional encoding, added once](../../chapters/05_positional_encoding.md) (on the course website:
+    *Chapters → Positional encoding, added once*).
 
     ## What you implement
 
