@@ -30,9 +30,11 @@ APT_INSTALL = apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get insta
 graphviz:
 	@command -v dot >/dev/null || $(APT_INSTALL) graphviz >/dev/null
 
-# The website tests drive Debian's Chromium (a test tool's own browser download does not work offline).
+# The website tests drive Debian's Chromium (a test tool's own browser download does not work offline);
+# the CJK font lets the glossary's Chinese terms render in its screenshots.
 browser:
 	@test -x /usr/bin/chromium || $(APT_INSTALL) chromium >/dev/null
+	@test -d /usr/share/fonts/opentype/noto || $(APT_INSTALL) fonts-noto-cjk >/dev/null
 
 book: $(STAMP) graphviz
 	$(BIN)/python tools/build_book.py
