@@ -11,11 +11,11 @@ import textwrap
 import time
 
 from nbconvert.preprocessors import Preprocessor
-from nbgrader.preprocessors import (
-    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, Execute, GetGrades, IgnorePattern, LimitOutput,
-    SaveAutoGrades,
-)
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput, DeduplicateIds, Execute, GetGrades,
+    IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
+)
 from traitlets import Bool, Integer
 
 c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
@@ -74,6 +74,39 @@ c.LimitOutput.max_traceback = 100
 
 # A learner who deletes a test cell gets it back: the gradebook's copy is re-inserted and run. (Locked cells that
 # were edited are always restored from the gradebook.)
+
+
+class RestoreDeletedTests(OverwriteCells):
+    """OverwriteCells that re-inserts deleted test cells even when the cell before them was deleted too.
+
+    nbgrader 0.9.6 puts a missing test cell right after the cell that precedes it in the instructor notebook, and
+    fails the whole submission (KeyError) when that cell is gone as well — e.g. a learner deleted their code cell
+    and the test below it. Here the test goes after the nearest earlier cell that is still there.
+    """
+
+    def add_missing_grade_cells(self, nb, resources):
+        source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        source_cells = list(source_nb.source_cells)                   # in the instructor notebook's order
+        names = [cell.name for cell in source_cells]
+        grade_cells = {cell.name: cell for cell in source_nb.grade_cells}
+        solution_names = {cell.name for cell in source_nb.solution_cells}
+        for index, name in enumerate(names):
+            present = {cell.metadata.get("nbgrader", {}).get("grade_id"): i for i, cell in enumerate(nb.cells)}
+            if name not in grade_cells or name in present:
+                continue
+            self.log.warning(f"Missing grade cell {name} encountered, adding to notebook")
+            earlier = [present[n] for n in reversed(names[:index]) if n in present]
+            position = earlier[0] + 1 if earlier else 0
+            cell = self.missing_cell_transform(source_cells[index], grade_cells[name].max_score,
+                                               is_solution=name in solution_names)
+            cell["id"] = "restored-" + name.replace("_", "-")
+            nb.cells.insert(position, cell)
+        return nb, resources
+
+
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreDeletedTests, CheckCellMetadata,
+]
 c.OverwriteCells.add_missing_cells = True
 
 # --- feedback: show the failing assertion messages, not the hidden tests' code --------------------------------

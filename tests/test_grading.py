@@ -127,6 +127,11 @@ def graded(tmp_path_factory):
     nb.cells = [cell for cell in nb.cells if not is_test_cell(cell)]
     submit_notebook(course, "tamper", "02_layer_norm", nbformat.writes(nb))
 
+    # a learner's code cell deleted together with the test cell below it
+    nb = nbformat.reads(solution_text("03_encoder_stack"), as_version=4)
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in ("encoder", "test_encoder_stack")]
+    submit_notebook(course, "tamper", "03_encoder_stack", nbformat.writes(nb))
+
     # a submission that never returns: an infinite loop in RMSNorm.forward
     submit_notebook(course, "hang", "02_layer_norm", with_mistake("02_layer_norm", [(
         "mean_square = x.pow(2).mean(dim=-1, keepdim=True)",
@@ -271,6 +276,11 @@ def test_rewritten_and_deleted_test_cells_are_restored(graded):
     assert restored == original
     rewritten = nbformat.read(graded["course"] / "autograded" / "tamper" / "01_residual" / "residual.ipynb", as_version=4)
     assert all("# all tests pass" not in c.source for c in rewritten.cells if is_test_cell(c))
+    # the code cell and the test below it both deleted: the test comes back, the missing code scores zero
+    both = score(graded["scores"], "tamper", "03_encoder_stack")
+    nb = nbformat.read(graded["course"] / "autograded" / "tamper" / "03_encoder_stack" / "encoder_stack.ipynb", as_version=4)
+    assert "test_encoder_stack" in [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)]
+    assert both["code"] == both["max_code"] - 4, both        # the two Encoder tests (2 + 2 points) fail
 
 
 def test_an_infinite_loop_times_out_and_the_class_is_still_graded(graded):
@@ -297,7 +307,7 @@ def test_feedback_is_written_for_every_student(graded):
     course = graded["course"]
     grading.run_nbgrader(["generate_feedback", "*"], course)
     autograded = sorted(p.relative_to(course / "autograded") for p in course.glob("autograded/*/*/*.ipynb"))
-    assert len(autograded) >= 5 + 5 + 2 + 1
+    assert len(autograded) >= 5 + 5 + 3 + 1
     for path in autograded:
         html = course / "feedback" / path.with_suffix(".html")
         assert html.exists(), f"no feedback for {path}"
