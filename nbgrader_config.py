@@ -10,8 +10,7 @@ import re
 import textwrap
 import time
 
-from nbconvert.preprocessors import Preprocessor
-from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor, Preprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput, DeduplicateIds, Execute, GetGrades,
     IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
@@ -57,7 +56,10 @@ class BudgetedExecute(Execute):
 
     def _get_timeout(self, cell):
         timeout = super()._get_timeout(cell)
-        remaining = max(1, int(getattr(self, "_deadline", float("inf")) - time.monotonic()))
+        deadline = getattr(self, "_deadline", None)
+        if deadline is None:
+            return timeout
+        remaining = max(1, int(deadline - time.monotonic()))
         return remaining if timeout is None else min(timeout, remaining)
 
 

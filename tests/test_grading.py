@@ -325,3 +325,14 @@ def test_grading_twice_gives_identical_scores(graded):
     again = grading.scores(course)
     before = {k: v for k, v in graded["mistake_scores"].items() if k[1] == "05_positional_encoding"}
     assert len(before) == 4 and {k: again[k] for k in before} == before
+
+
+def test_the_notebook_time_budget_cuts_a_hanging_notebook_short(graded):
+    """With a 20 s budget per notebook, the looping cell is interrupted before its 60 s per-cell limit."""
+    course = graded["course"]
+    result = grading.run_nbgrader(["autograde", "02_layer_norm", "--student=hang", "--force",
+                                   "--BudgetedExecute.notebook_timeout=20"], course)
+    waited = [int(s) for s in re.findall(r"Timeout waiting for execute reply \((\d+)s\)", result.stderr + result.stdout)]
+    assert waited and max(waited) <= 20, waited
+    hang = score(grading.scores(course), "hang", "02_layer_norm")
+    assert hang == score(graded["scores"], "hang", "02_layer_norm"), hang
