@@ -87,6 +87,10 @@ class MultiHeadAttention(nn.Module):
             cache["k"], cache["v"] = k, v
         return k, v
 
+    def encode_positions(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queries and keys as they enter the dot product: unchanged here; RoPE rotates them (addnorm.rope)."""
+        return q, k
+
     def forward(
         self,
         query: torch.Tensor,
@@ -106,6 +110,7 @@ class MultiHeadAttention(nn.Module):
         batch, q_len, _ = query.shape
         q = self._split_heads(self.q_proj(query))                         # (batch, heads, q_len, d_head)
         k, v = self._keys_values(key, value, cache, static_kv)            # (batch, heads, k_len, d_head)
+        q, k = self.encode_positions(q, k)
         k_len = k.shape[2]
         mask = None
         if key_padding_mask is not None:

@@ -9,11 +9,9 @@ product q·R_{n−m}·k: the attention score depends on the offset n − m, not 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_key_padding_mask
-from .attention import MultiHeadAttention, scaled_dot_product_attention
+from .attention import MultiHeadAttention
 
 
 def rope_angles(seq_len: int, d_head: int, base: float = 10000.0, offset: int = 0) -> torch.Tensor:
@@ -46,6 +44,10 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         super().__init__(d_model, num_heads, dropout)
         self.base = base
 
+    def encode_positions(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate q (batch, heads, q_len, d_head) and k (batch, heads, k_len, d_head) by their positions."""
+        return rotate(q, base=self.base), rotate(k, base=self.base)
+
     def forward(
         self,
         query: torch.Tensor,
@@ -58,24 +60,8 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     ) -> torch.Tensor:
         """Like MultiHeadAttention.forward, with q and k rotated; (batch, q_len, d_model) out."""
         if cache is not None:
-            raise ValueError("RotaryMultiHeadAttention: this short version has no key/value cache")
-        batch, q_len, _ = query.shape
-        q = rotate(self._split_heads(self.q_proj(query)), base=self.base)   # (batch, heads, q_len, d_head)
-        k = rotate(self._split_heads(self.k_proj(key)), base=self.base)     # (batch, heads, k_len, d_head)
-        v = self._split_heads(self.v_proj(value))                          # (batch, heads, k_len, d_head)
-        mask = None
-        if key_padding_mask is not None:
-            check_key_padding_mask(key_padding_mask, batch, k.shape[2], "RotaryMultiHeadAttention")
-            mask = key_padding_mask[:, None, None, :]                      # (batch, 1, 1, k_len)
-        if attn_mask is not None:
-            mask = attn_mask if mask is None else mask | attn_mask
-        out, weights = scaled_dot_product_attention(q, k, v, mask)
-        if self.training and self.dropout > 0:
-            out = F.dropout(weights, self.dropout) @ v
-        if self.record_weights:
-            self.weights = weights.detach()
-        out = out.transpose(1, 2).reshape(batch, q_len, self.d_model)     # concatenate the heads
-        return self.out_proj(out)
+            raise ValueError("RotaryMultiHeadAttention: this short version has no key/value cache, got a cache")
+        return super().forward(query, key, value, key_padding_mask, attn_mask)
 
 
 def use_rope(model: nn.Module, base: float = 10000.0) -> nn.Module:
