@@ -170,3 +170,21 @@ def test_padding_does_not_change_real_tokens():
     mask = torch.tensor([[False] * 4 + [True] * 3])
     with torch.no_grad():
         assert torch.allclose(layer(x), layer(padded, mask)[:, :4], atol=1e-6)
+
+
+def test_seeded_training_is_identical_in_two_fresh_processes():
+    """What a chapter prints must not depend on the process that ran it (same thread count)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import torch, addnorm\n"
+        "from addnorm.train import seed_everything, tagging_loss, train\n"
+        "torch.set_num_threads(1)\n"
+        "seed_everything(0)\n"
+        "model = addnorm.SequenceTagger(vocab_size=8, d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.1)\n"
+        "print(train(model, tagging_loss('reverse', 16, 6, 8), steps=20, lr=3e-3, progress=False).losses)\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert runs[0] == runs[1] and runs[0].startswith("[")
