@@ -17,6 +17,7 @@ def capture_outputs(modules: Sequence[nn.Module]) -> Iterator[list[torch.Tensor]
     """Within the block, every forward of modules[i] stores its output (detached) at position i of the list.
 
     Example: `with capture_outputs(model.encoder.layers) as outs: model(x)` → one tensor per layer.
+    A module listed twice (a stack built as `[layer] * N` shares one module) holds its *last* output everywhere.
     """
     outputs: list[torch.Tensor | None] = [None] * len(modules)
 
@@ -35,7 +36,7 @@ def capture_outputs(modules: Sequence[nn.Module]) -> Iterator[list[torch.Tensor]
 
 @contextmanager
 def capture_inputs(modules: Sequence[nn.Module]) -> Iterator[list[tuple]]:
-    """Like capture_outputs, but stores each module's positional inputs (a tuple of detached tensors)."""
+    """Like capture_outputs, but stores each module's positional inputs (a tuple; keyword arguments are not kept)."""
     inputs: list[tuple | None] = [None] * len(modules)
 
     def hook_for(i: int):
