@@ -80,11 +80,11 @@ def test_every_decoder_layer_receives_the_identical_memory():
         assert torch.equal(inputs[k][0], outs[k - 1])
 
 
-def test_positional_encoding_is_added_once_per_stack():
+def test_positional_encoding_is_added_once_per_stack(monkeypatch):
     model = small_transformer()
-    calls = []
+    embed_calls = []
     for embed in (model.src_embed, model.tgt_embed):
-        embed.register_forward_hook(lambda m, a, o: calls.append(m))
+        embed.register_forward_hook(lambda m, a, o: embed_calls.append(m))
     original = addnorm.positional.Embedding.positions
     position_lookups = []
 
@@ -92,12 +92,10 @@ def test_positional_encoding_is_added_once_per_stack():
         position_lookups.append(self)
         return original(self, *args, **kwargs)
 
-    addnorm.positional.Embedding.positions = counting
-    try:
-        model(torch.randint(3, 13, (2, 6)), torch.randint(3, 13, (2, 5)))
-    finally:
-        addnorm.positional.Embedding.positions = original
-    assert len(calls) == 2 and len(position_lookups) == 2
+    monkeypatch.setattr(addnorm.positional.Embedding, "positions", counting)
+    model(torch.randint(3, 13, (2, 6)), torch.randint(3, 13, (2, 5)))
+    assert len(embed_calls) == 2
+    assert len(position_lookups) == 2
     assert position_lookups[0] is model.src_embed and position_lookups[1] is model.tgt_embed
 
 

@@ -29,14 +29,15 @@ def drop_stale_cache() -> None:
         shutil.rmtree(CACHE)
 
 
+def build_command(root: Path) -> list[str]:
+    """The jupyter-book command that builds the book in root: warnings are errors, every problem is reported."""
+    return [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "-W", "-n", "--keep-going"]
+
+
 def build(root: Path = ROOT) -> int:
     """Run jupyter-book on root; return its exit code."""
-    command = [
-        str(Path(sys.executable).parent / "jupyter-book"), "build", str(root),
-        "-W", "-n", "--keep-going",
-    ]
     env = dict(os.environ, ADDNORM_PROGRESS="0")   # no progress bars in the built pages
-    return subprocess.call(command, cwd=root, env=env)
+    return subprocess.call(build_command(root), cwd=root, env=env)
 
 
 if __name__ == "__main__":
