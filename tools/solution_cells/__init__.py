@@ -68,6 +68,15 @@ def tests(grade_id: str, points: int, text: str) -> Cell:
                 {"grade": True, "solution": False, "locked": True, "grade_id": grade_id, "points": points})
 
 
+def with_snippet(text: str, placeholder: str, snippet: str) -> str:
+    """dedent(text) with `{placeholder}` replaced by snippet: helper code that several test cells carry.
+
+    Each test cell must define what it uses (nbgrader runs and restores cells on their own), so a shared
+    helper is written once here and pasted into every cell that names it.
+    """
+    return dedent(text).replace("{" + placeholder + "}", snippet)
+
+
 def answer(grade_id: str, points: int, text: str) -> Cell:
     """A manually graded written answer worth `points`; `text` is the model answer and marking guide."""
     return Cell("markdown", _clean(text),

@@ -1,8 +1,6 @@
 """Exercise 2 — LayerNorm from its formula (no built-in), and RMSNorm."""
 
-from textwrap import dedent
-
-from . import answer, code, markdown, solution, tests
+from . import answer, code, markdown, solution, tests, with_snippet
 
 # Shared by the test cells: the built-in normalizations fail inside this block, with a message saying why.
 # (Each test cell carries its own copy, so a cell runs on its own and a learner can read what it checks.)
@@ -22,8 +20,8 @@ class _NoBuiltinNorm(TorchFunctionMode):
 
 
 def _with_guard(text: str) -> str:
-    """Insert the _NoBuiltinNorm helper where a test cell says {NO_BUILTIN}."""
-    return dedent(text).replace("{NO_BUILTIN}", NO_BUILTIN)
+    """Insert the shared helpers where a test cell says {NO_BUILTIN}."""
+    return with_snippet(text, "NO_BUILTIN", NO_BUILTIN)
 
 
 CELLS = [

@@ -1,8 +1,6 @@
 """Exercise 3 — an encoder layer (two sublayers, each in residual + LayerNorm) and a stack of independent copies."""
 
-from textwrap import dedent
-
-from . import answer, code, markdown, solution, tests
+from . import answer, code, markdown, solution, tests, with_snippet
 
 # What an encoder layer built from the learner's own attention and feed-forward modules must compute; the
 # options reproduce the common mistakes. Pasted into the test cells that need it.
@@ -52,8 +50,8 @@ def _check_layer(layer, x, norm_first, mask=None):
 
 
 def _with_reference(text: str) -> str:
-    """Insert the reference helpers where a test cell says {REFERENCE}."""
-    return dedent(text).replace("{REFERENCE}", REFERENCE)
+    """Insert the shared helpers where a test cell says {REFERENCE}."""
+    return with_snippet(text, "REFERENCE", REFERENCE)
 
 
 CELLS = [

@@ -1,8 +1,6 @@
 """Exercise 4 — the causal mask, a decoder layer (three sublayers) and a stack that feeds every layer the memory."""
 
-from textwrap import dedent
-
-from . import answer, code, markdown, solution, tests
+from . import answer, code, markdown, solution, tests, with_snippet
 
 # What a decoder layer built from the learner's own attention and feed-forward modules must compute; the options
 # reproduce the common mistakes. Pasted into the test cells that need it.
@@ -60,8 +58,8 @@ def _check_layer(layer, x, memory, norm_first):
 
 
 def _with_reference(text: str) -> str:
-    """Insert the reference helpers where a test cell says {REFERENCE}."""
-    return dedent(text).replace("{REFERENCE}", REFERENCE)
+    """Insert the shared helpers where a test cell says {REFERENCE}."""
+    return with_snippet(text, "REFERENCE", REFERENCE)
 
 
 CELLS = [

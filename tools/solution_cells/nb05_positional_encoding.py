@@ -1,8 +1,6 @@
 """Exercise 5 — the sinusoidal positional encoding, and the embedding that scales by √d_model and adds it once."""
 
-from textwrap import dedent
-
-from . import answer, code, markdown, solution, tests
+from . import answer, code, markdown, solution, tests, with_snippet
 
 # The encoding in float64, and the common wrong versions of it. Pasted into the test cells that need it.
 REFERENCE = r'''
@@ -55,8 +53,8 @@ def _check_encoding(max_len, d_model):
 
 
 def _with_reference(text: str) -> str:
-    """Insert the reference helpers where a test cell says {REFERENCE}."""
-    return dedent(text).replace("{REFERENCE}", REFERENCE)
+    """Insert the shared helpers where a test cell says {REFERENCE}."""
+    return with_snippet(text, "REFERENCE", REFERENCE)
 
 
 CELLS = [
