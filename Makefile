@@ -1,6 +1,7 @@
 # Add & Norm — the commands a person types.
 #   make book       build the website into _build/html (executes every chapter)
 #   make test       run the whole test suite (library, chapters, grading, website)
+#   make test-fast  everything but the book build, nbgrader and the browser (the inner loop, < 2 min)
 #   make lab        open JupyterLab on the exercises
 #   make exercises  regenerate exercises/ from solutions/ with nbgrader
 #   make serve      serve the built site on http://127.0.0.1:8000
@@ -14,7 +15,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: book test lab exercises serve clean graphviz browser
+.PHONY: book test test-fast lab exercises serve clean graphviz browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +43,9 @@ book: $(STAMP) graphviz
 
 test: $(STAMP) graphviz browser
 	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/lab/tree/exercises $(if $(filter 0,$(shell id -u)),--allow-root)

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 import addnorm
+from addnorm.variants.connections import replace_connections
 
 
 def test_residual_over_mismatched_widths_the_source_articles_example():
@@ -63,7 +64,7 @@ def test_input_of_the_wrong_width():
 def test_unknown_choices():
     with pytest.raises(ValueError, match="'relu' or 'gelu', got 'tanh'"):
         addnorm.FeedForward(8, 16, activation="tanh")
-    with pytest.raises(ValueError, match="'layer', 'rms', 'none' or 'rezero', got 'batch'"):
-        addnorm.AddNorm(8, norm="batch")
+    with pytest.raises(ValueError, match="expected one of .*, got 'batch'"):
+        replace_connections(addnorm.EncoderLayer(8, 2, 16), "batch")
     with pytest.raises(ValueError, match="at least 1 copy, got 0"):
         addnorm.Encoder(addnorm.EncoderLayer(8, 2, 16), 0)

@@ -11,10 +11,12 @@ import torch
 from torch import nn
 
 import addnorm
-from addnorm.experiments import add_positions_every_layer, linear_probe_accuracy
-from addnorm.rope import RotaryMultiHeadAttention, rotate, use_rope
-from addnorm.shortcut import ProjectionShortcut
-from addnorm.tracing import markdown_table, trace_calls
+from addnorm.lab import SequenceTagger
+from addnorm.lab.probes import linear_probe_accuracy
+from addnorm.lab.tracing import markdown_table, trace_calls
+from addnorm.variants.positions import add_positions_every_layer
+from addnorm.variants.rope import RotaryMultiHeadAttention, rotate, use_rope
+from addnorm.variants.shortcut import ProjectionShortcut
 
 
 def test_projection_shortcut_fixes_the_source_articles_residual_layer():
@@ -43,7 +45,7 @@ def test_rope_scores_depend_only_on_the_offset():
 
 def test_use_rope_swaps_self_attention_and_keeps_the_weights():
     torch.manual_seed(2)
-    model = addnorm.SequenceTagger(vocab_size=8, d_model=16, num_heads=2, num_layers=2, d_ff=32)
+    model = SequenceTagger(vocab_size=8, d_model=16, num_heads=2, num_layers=2, d_ff=32)
     before = model.encoder.layers[0].self_attn.q_proj.weight.clone()
     use_rope(model)
     attn = model.encoder.layers[0].self_attn
@@ -84,14 +86,14 @@ def test_trace_calls_measures_the_shapes_of_a_real_pass():
 
 
 def test_transformer_diagram_is_drawn_from_the_model():
-    from addnorm.diagram import draw_transformer, trace
+    from addnorm.lab.diagram import draw_transformer, trace
 
     model = addnorm.Transformer(10, 10, d_model=16, num_heads=2, num_encoder_layers=2, num_decoder_layers=3,
                                 d_ff=32, dropout=0.0, max_len=16)
     stages = trace(model, torch.randint(3, 10, (1, 4)), torch.randint(3, 10, (1, 5)))
     assert sum(s.name.endswith("cross_attn") for s in stages) == 3
     assert sum(s.name.endswith("self_attn") and s.name.startswith("encoder") for s in stages) == 2
-    from addnorm import plots
+    from addnorm.lab import plots
 
     fig, ax = plots.figure()
     draw_transformer(ax, stages)

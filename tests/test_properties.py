@@ -6,9 +6,12 @@ import torch
 from torch import nn
 
 import addnorm
-from addnorm.probes import capture_inputs
-from addnorm.tasks import BOS, EOS, make_seq2seq_data
-from addnorm.train import seed_everything, seq2seq_loss, tagging_loss, train
+from addnorm.lab import SequenceTagger
+from addnorm.lab.probes import capture_inputs, capture_outputs
+from addnorm.lab.tasks import BOS, EOS, make_seq2seq_data
+from addnorm.lab.train import seed_everything, seq2seq_loss, tagging_loss, train
+from addnorm.variants.connections import NoResidual
+from addnorm.variants.kv_cache import cached_greedy_decode
 
 
 def small_transformer(**kwargs) -> addnorm.Transformer:
@@ -46,7 +49,7 @@ def test_addnorm_post_and_pre_ln_formulas():
     post, pre = addnorm.AddNorm(8), addnorm.AddNorm(8, norm_first=True)
     assert torch.allclose(post(x, f), post.norm(x + f(x)))
     assert torch.allclose(pre(x, f), x + f(pre.norm(x)))
-    no_res = addnorm.AddNorm(8, residual=False)
+    no_res = NoResidual(8)
     assert torch.allclose(no_res(x, f), no_res.norm(f(x)))
 
 
@@ -74,7 +77,7 @@ def test_every_decoder_layer_receives_the_identical_memory():
         model.decoder(model.tgt_embed(tgt), memory)
     assert all(received[1] is not None and torch.equal(received[1], memory) for received in inputs)
     # and layer k's input is layer k-1's output
-    with capture_inputs(model.decoder.layers) as inputs, addnorm.probes.capture_outputs(model.decoder.layers) as outs:
+    with capture_inputs(model.decoder.layers) as inputs, capture_outputs(model.decoder.layers) as outs:
         model.decoder(model.tgt_embed(tgt), memory)
     for k in range(1, len(inputs)):
         assert torch.equal(inputs[k][0], outs[k - 1])
@@ -116,7 +119,7 @@ def test_sinusoidal_encoding_layout():
 
 def test_one_optimizer_step_lowers_the_loss():
     seed_everything(0)
-    model = addnorm.SequenceTagger(vocab_size=8, d_model=32, num_layers=2)
+    model = SequenceTagger(vocab_size=8, d_model=32, num_layers=2)
     loss_fn = tagging_loss("reverse", 16, 6, 8)
     batch_generator = lambda: torch.Generator().manual_seed(123)
     before = loss_fn(model, batch_generator()).item()
@@ -129,7 +132,7 @@ def test_one_optimizer_step_lowers_the_loss():
 def test_seeded_training_is_bit_for_bit_reproducible():
     def run():
         seed_everything(3)
-        model = addnorm.SequenceTagger(vocab_size=8, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.1)
+        model = SequenceTagger(vocab_size=8, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.1)
         return train(model, tagging_loss("copy", 8, 5, 8), steps=5, progress=False, seed=3).losses
     assert run() == run()
 
@@ -138,8 +141,8 @@ def test_cached_decoding_equals_recomputing_the_prefix_and_the_parallel_pass():
     seed_everything(4)
     model = small_transformer()
     src = torch.randint(3, 13, (3, 6))
-    cached = addnorm.greedy_decode(model, src, 8, BOS, EOS, use_cache=True)
-    naive = addnorm.greedy_decode(model, src, 8, BOS, EOS, use_cache=False)
+    cached = cached_greedy_decode(model, src, 8, BOS, EOS)
+    naive = addnorm.greedy_decode(model, src, 8, BOS, EOS)
     assert torch.equal(cached, naive)
     with torch.no_grad():   # the parallel teacher-forced pass on the decoded prefix predicts the same tokens
         logits = model(src, cached[:, :-1])
@@ -177,10 +180,10 @@ def test_seeded_training_is_identical_in_two_fresh_processes():
 
     script = (
         "import torch, addnorm\n"
-        "from addnorm.train import seed_everything, tagging_loss, train\n"
+        "from addnorm.lab import SequenceTagger\nfrom addnorm.lab.train import seed_everything, tagging_loss, train\n"
         "torch.set_num_threads(1)\n"
         "seed_everything(0)\n"
-        "model = addnorm.SequenceTagger(vocab_size=8, d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.1)\n"
+        "model = SequenceTagger(vocab_size=8, d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.1)\n"
         "print(train(model, tagging_loss('reverse', 16, 6, 8), steps=20, lr=3e-3, progress=False).losses)\n"
     )
     runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout

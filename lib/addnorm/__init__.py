@@ -1,6 +1,9 @@
 """addnorm — a small, readable reference Transformer for the Add & Norm course.
 
 Batch-first tensors (batch, seq, d_model); key-padding masks follow torch.nn (True marks padding).
+`import addnorm` is the model and nothing else. Variants the chapters compare with it (other sublayer
+connections, learned positions, RoPE, a key/value cache, a projection shortcut) are in `addnorm.variants`;
+the instruments of the chapters (toy tasks, training loop, probes, figures) are in `addnorm.lab`.
 """
 
 from .attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
@@ -11,13 +14,12 @@ from .feedforward import FeedForward
 from .norm import LayerNorm, RMSNorm
 from .positional import Embedding, sinusoidal_encoding
 from .residual import AddNorm, clones
-from .train import History, seed_everything, train
-from .transformer import EncoderDecoder, SequenceTagger, Transformer, greedy_decode
+from .transformer import EncoderDecoder, Transformer, greedy_decode, xavier_init
 
 __all__ = [
     "AddNorm", "Decoder", "DecoderLayer", "Embedding", "Encoder", "EncoderDecoder", "EncoderLayer",
-    "FeedForward", "History", "LayerNorm", "MultiHeadAttention", "RMSNorm", "SequenceTagger", "Transformer",
-    "causal_mask", "clones", "from_torch", "greedy_decode", "scaled_dot_product_attention", "seed_everything",
-    "sinusoidal_encoding", "train",
+    "FeedForward", "LayerNorm", "MultiHeadAttention", "RMSNorm", "Transformer",
+    "causal_mask", "clones", "from_torch", "greedy_decode", "scaled_dot_product_attention",
+    "sinusoidal_encoding", "xavier_init",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

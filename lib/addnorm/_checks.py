@@ -34,3 +34,13 @@ def check_key_padding_mask(mask: torch.Tensor | None, batch: int, seq: int, what
             f"{what}: expected a key-padding mask of shape (batch, seq) = ({batch}, {seq}), "
             f"got shape {tuple(mask.shape)}"
         )
+
+
+def check_same_shape(x: torch.Tensor, update: torch.Tensor, what: str) -> None:
+    """Raise unless a residual's input x and its sublayer's output have the same shape (so they can be added)."""
+    if update.shape != x.shape:
+        raise ValueError(
+            f"{what}: the residual adds the sublayer's output to its input, so their shapes must "
+            f"match; got input {tuple(x.shape)} and sublayer output {tuple(update.shape)} "
+            f"(use a projection shortcut W_s·x when the widths differ: addnorm.variants.shortcut)"
+        )

@@ -61,7 +61,6 @@ def _layer_args(layer: nn.Module) -> dict:
         dropout=layer.dropout.p,
         norm_first=layer.norm_first,
         activation=_activation_name(layer.activation),
-        eps=layer.norm1.eps,
     )
 
 

@@ -22,16 +22,13 @@ class EncoderLayer(nn.Module):
         dropout: float = 0.1,
         norm_first: bool = False,
         activation: str = "relu",
-        residual: bool = True,
-        norm: str = "layer",
-        eps: float = 1e-5,
     ) -> None:
         super().__init__()
         self.d_model = d_model
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
-        self.add_norm_1 = AddNorm(d_model, dropout, norm_first, residual, norm, eps)
-        self.add_norm_2 = AddNorm(d_model, dropout, norm_first, residual, norm, eps)
+        self.add_norm_1 = AddNorm(d_model, dropout, norm_first)
+        self.add_norm_2 = AddNorm(d_model, dropout, norm_first)
 
     def forward(self, x: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """(batch, seq, d_model) → (batch, seq, d_model); padded keys (True in the mask) are ignored."""
@@ -41,20 +38,19 @@ class EncoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """A stack of num_layers deep copies of `layer` (independent weights), with an optional final norm.
+    """A stack of num_layers deep copies of `layer` (independent weights), then `norm` once if given.
 
-    The output of layer k is the input of layer k+1, with nothing in between; Pre-LN stacks
-    need the final norm, since their last sublayer's output is never normalized.
+    The output of layer k is the input of layer k+1, with nothing in between. A Pre-LN stack is
+    built with norm=LayerNorm(d_model), since its last sublayer's output is never normalized.
     """
 
     def __init__(self, layer: nn.Module, num_layers: int, norm: nn.Module | None = None) -> None:
         super().__init__()
         self.layers = clones(layer, num_layers)
-        self.num_layers = num_layers
         self.norm = norm
 
     def forward(self, x: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """(batch, src_len, d_model) → (batch, src_len, d_model)."""
         for layer in self.layers:
-            x = layer(x, src_key_padding_mask=src_key_padding_mask)
+            x = layer(x, src_key_padding_mask)
         return x if self.norm is None else self.norm(x)

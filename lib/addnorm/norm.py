@@ -23,12 +23,12 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))    # β
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., d_model) → (..., d_model), every token normalized on its own."""
         check_last_dim(x, self.d_model, "LayerNorm")
-        mean = x.mean(dim=-1, keepdim=True)               # (..., 1)
-        centered = x - mean                               # subtract first: accurate for a large mean
-        variance = (centered * centered).mean(dim=-1, keepdim=True)  # biased: divide by d, not d - 1
-        normalized = centered * torch.rsqrt(variance + self.eps)  # ε inside the square root
-        return torch.addcmul(self.bias, normalized, self.weight)  # γ · normalized + β, in one pass
+        mean = x.mean(dim=-1, keepdim=True)                            # (..., 1)
+        centered = x - mean                                            # subtract first: accurate for a large mean
+        variance = (centered * centered).mean(dim=-1, keepdim=True)    # biased: divide by d, not d − 1
+        return centered / torch.sqrt(variance + self.eps) * self.weight + self.bias   # ε inside the root
 
     def extra_repr(self) -> str:
         return f"{self.d_model}, eps={self.eps}"
@@ -44,20 +44,10 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))   # γ
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., d_model) → (..., d_model)."""
         check_last_dim(x, self.d_model, "RMSNorm")
         mean_square = (x * x).mean(dim=-1, keepdim=True)
-        return x * torch.rsqrt(mean_square + self.eps) * self.weight
+        return x / torch.sqrt(mean_square + self.eps) * self.weight
 
     def extra_repr(self) -> str:
         return f"{self.d_model}, eps={self.eps}"
-
-
-def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
-    """Build the normalization named by kind: "layer", "rms" or "none" (the identity)."""
-    if kind == "layer":
-        return LayerNorm(d_model, eps)
-    if kind == "rms":
-        return RMSNorm(d_model, eps)
-    if kind == "none":
-        return nn.Identity()
-    raise ValueError(f"norm: expected 'layer', 'rms' or 'none', got {kind!r}")

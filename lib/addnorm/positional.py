@@ -1,6 +1,8 @@
 """Sinusoidal positional encoding, and the input embedding that adds it exactly once.
 
 PE[p, 2i] = sin(p / 10000^(2i/d_model)),  PE[p, 2i+1] = cos(p / 10000^(2i/d_model))  (Vaswani et al. 2017)
+
+Learned position tables (BERT, GPT-2) and no positions at all are in addnorm.variants.positions.
 """
 
 from __future__ import annotations
@@ -29,51 +31,27 @@ def sinusoidal_encoding(max_len: int, d_model: int) -> torch.Tensor:
 
 
 class Embedding(nn.Module):
-    """Token embedding scaled by √d_model, plus a positional encoding — added here, once, at the input.
+    """Token embedding scaled by √d_model, plus the sinusoidal positional encoding — added here, once, at the input."""
 
-    positional: "sinusoidal" (fixed, Vaswani et al. 2017), "learned" (a trained table, as in BERT and
-    GPT-2) or "none". forward(tokens, offset) encodes positions offset … offset+seq−1 (for decoding
-    one token at a time).
-    """
-
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int,
-        max_len: int = 512,
-        dropout: float = 0.0,
-        positional: str = "sinusoidal",
-    ) -> None:
+    def __init__(self, vocab_size: int, d_model: int, max_len: int = 512, dropout: float = 0.0) -> None:
         super().__init__()
-        self.d_model, self.max_len, self.positional = d_model, max_len, positional
+        self.d_model, self.max_len = d_model, max_len
         self.tokens = nn.Embedding(vocab_size, d_model)
-        if positional == "sinusoidal":
-            self.register_buffer("position_table", sinusoidal_encoding(max_len, d_model), persistent=False)
-        elif positional == "learned":
-            self.position_table = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
-        elif positional == "none":
-            self.position_table = None
-        else:
-            raise ValueError(f"Embedding: expected positional 'sinusoidal', 'learned' or 'none', got {positional!r}")
+        self.register_buffer("position_table", sinusoidal_encoding(max_len, d_model), persistent=False)
         self.dropout = nn.Dropout(dropout)
 
-    def _check_length(self, seq_len: int, offset: int) -> None:
+    def positions(self, seq_len: int, offset: int = 0) -> torch.Tensor:
+        """The (seq_len, d_model) encodings of positions offset … offset+seq_len−1."""
         if offset + seq_len > self.max_len:
             raise ValueError(
                 f"Embedding: a sequence of length {offset + seq_len} is longer than max_len={self.max_len}"
             )
-
-    def positions(self, seq_len: int, offset: int = 0) -> torch.Tensor:
-        """The (seq_len, d_model) encodings of positions offset … offset+seq_len−1."""
-        self._check_length(seq_len, offset)
         return self.position_table[offset : offset + seq_len]
 
     def forward(self, tokens: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """(batch, seq) token ids → (batch, seq, d_model) vectors."""
+        """(batch, seq) token ids → (batch, seq, d_model) vectors; offset shifts the positions (one-token decoding)."""
         if tokens.dim() != 2:
             raise ValueError(f"Embedding: expected token ids of shape (batch, seq), got shape {tuple(tokens.shape)}")
-        self._check_length(tokens.shape[1], offset)
         x = self.tokens(tokens) * math.sqrt(self.d_model)          # (batch, seq, d_model)
-        if self.position_table is not None:
-            x = x + self.positions(tokens.shape[1], offset)     # (seq, d_model) broadcasts over the batch
+        x = x + self.positions(tokens.shape[1], offset)             # (seq, d_model) broadcasts over the batch
         return self.dropout(x)

@@ -1,21 +1,24 @@
-"""The whole model: embeddings, an encoder stack, a decoder stack, and the output projection.
-
-Also a toy encoder-only model for the chapters' in-place tasks, and greedy decoding.
-"""
+"""The whole model: embeddings, an encoder stack, a decoder stack, the output projection; greedy decoding."""
 
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 from torch import nn
 
 from .decoder import Decoder, DecoderLayer
 from .encoder import Encoder, EncoderLayer
-from .norm import LayerNorm, make_norm
+from .norm import LayerNorm
 from .positional import Embedding
 
 
 def xavier_init(model: nn.Module) -> nn.Module:
-    """Re-initialize every weight matrix with Xavier-uniform (as nn.Transformer does); biases and norms keep theirs."""
+    """Re-initialize every parameter with 2 or more dimensions by Xavier-uniform (as nn.Transformer does).
+
+    Biases and norms keep theirs. Note: a learned position table (variants.positions) is 2-D, so it is
+    re-initialized too, to values far larger than the usual N(0, 0.02).
+    """
     for p in model.parameters():
         if p.dim() > 1:
             nn.init.xavier_uniform_(p)
@@ -84,12 +87,10 @@ class Transformer(nn.Module):
         memory: torch.Tensor,
         tgt_key_padding_mask: torch.Tensor | None = None,
         memory_key_padding_mask: torch.Tensor | None = None,
-        cache: list[dict] | None = None,
-        offset: int = 0,
     ) -> torch.Tensor:
-        """(batch, tgt_len) token ids at positions offset… → logits (batch, tgt_len, tgt_vocab)."""
-        x = self.tgt_embed(tgt, offset)
-        return self.generator(self.decoder(x, memory, tgt_key_padding_mask, memory_key_padding_mask, cache))
+        """(batch, tgt_len) token ids → logits (batch, tgt_len, tgt_vocab), attending to memory."""
+        x = self.tgt_embed(tgt)
+        return self.generator(self.decoder(x, memory, tgt_key_padding_mask, memory_key_padding_mask))
 
     def forward(
         self,
@@ -102,9 +103,26 @@ class Transformer(nn.Module):
         memory = self.encode(src, src_key_padding_mask)
         return self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask)
 
-    def new_cache(self) -> list[dict]:
-        """An empty key/value cache for step-by-step decoding: one dict per decoder layer."""
-        return [{} for _ in self.decoder.layers]
+
+NextLogits = Callable[[torch.Tensor], torch.Tensor]
+
+
+def greedy_search(next_logits: NextLogits, batch: int, max_len: int, bos: int, eos: int,
+                  device: torch.device | str | None = None) -> torch.Tensor:
+    """Grow (batch, 1) BOS tokens by the argmax of next_logits(prefix) (batch, vocab), up to max_len tokens.
+
+    Stops when every sequence has produced EOS; a finished sequence is padded with EOS.
+    """
+    out = torch.full((batch, 1), bos, dtype=torch.long, device=device)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    for _ in range(max_len):
+        next_token = next_logits(out).argmax(dim=-1)                       # (batch,)
+        next_token = torch.where(done, torch.full_like(next_token, eos), next_token)
+        out = torch.cat([out, next_token[:, None]], dim=1)
+        done |= next_token == eos
+        if done.all():
+            break
+    return out
 
 
 @torch.no_grad()
@@ -115,62 +133,15 @@ def greedy_decode(
     bos: int,
     eos: int,
     src_key_padding_mask: torch.Tensor | None = None,
-    use_cache: bool = True,
 ) -> torch.Tensor:
     """Generate up to max_len tokens after BOS, one at a time, always taking the most likely next token.
 
     Returns (batch, ≤ max_len + 1) token ids starting with BOS; a sequence that has produced EOS
-    is padded with EOS. use_cache=False recomputes the whole prefix at every step (the naive way).
+    is padded with EOS. Each step re-runs the decoder on the whole prefix; variants.kv_cache avoids that.
     """
     memory = model.encode(src, src_key_padding_mask)
-    out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    cache = model.new_cache() if use_cache else None
-    for step in range(max_len):
-        if use_cache:   # feed only the newest token; earlier keys/values come from the cache
-            logits = model.decode(out[:, -1:], memory, None, src_key_padding_mask, cache, offset=step)
-        else:           # feed the whole prefix again
-            logits = model.decode(out, memory, None, src_key_padding_mask)
-        next_token = logits[:, -1].argmax(dim=-1)
-        next_token = torch.where(done, torch.full_like(next_token, eos), next_token)
-        out = torch.cat([out, next_token[:, None]], dim=1)
-        done |= next_token == eos
-        if done.all():
-            break
-    return out
 
+    def next_logits(prefix: torch.Tensor) -> torch.Tensor:
+        return model.decode(prefix, memory, None, src_key_padding_mask)[:, -1]   # the newest position's logits
 
-class SequenceTagger(nn.Module):
-    """A toy encoder-only model: embed, run an encoder stack, predict one label per position.
-
-    The chapters' experiments use it on in-place tasks (e.g. output the input reversed). Its knobs
-    are the ones the experiments vary: depth, Post-/Pre-LN, residuals on or off, which normalization,
-    and how positions are encoded.
-    """
-
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int = 64,
-        num_heads: int = 4,
-        num_layers: int = 2,
-        d_ff: int = 128,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        residual: bool = True,
-        norm: str = "layer",
-        positional: str = "sinusoidal",
-        max_len: int = 64,
-        activation: str = "relu",
-    ) -> None:
-        super().__init__()
-        self.embed = Embedding(vocab_size, d_model, max_len, dropout, positional)
-        layer = EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, residual, norm)
-        final_norm = make_norm(norm, d_model) if norm_first and norm in ("layer", "rms") else None
-        self.encoder = Encoder(layer, num_layers, final_norm)
-        self.head = nn.Linear(d_model, vocab_size)
-        xavier_init(self)
-
-    def forward(self, tokens: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """(batch, seq) token ids → logits (batch, seq, vocab_size)."""
-        return self.head(self.encoder(self.embed(tokens), src_key_padding_mask))
+    return greedy_search(next_logits, src.shape[0], max_len, bos, eos, src.device)

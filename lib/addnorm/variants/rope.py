@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from ..attention import MultiHeadAttention
 
 
 def rope_angles(seq_len: int, d_head: int, base: float = 10000.0, offset: int = 0) -> torch.Tensor:
@@ -37,31 +37,16 @@ def rotate(x: torch.Tensor, offset: int = 0, base: float = 10000.0) -> torch.Ten
 class RotaryMultiHeadAttention(MultiHeadAttention):
     """MultiHeadAttention that rotates queries and keys by their positions (RoPE) before the dot product.
 
-    Values are not rotated. For self-attention in encoder stacks; it has no key/value cache.
+    Values are not rotated. Positions count from 0 in every call (no key/value cache).
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, base: float = 10000.0) -> None:
         super().__init__(d_model, num_heads, dropout)
         self.base = base
 
-    def encode_positions(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotate q (batch, heads, q_len, d_head) and k (batch, heads, k_len, d_head) by their positions."""
-        return rotate(q, base=self.base), rotate(k, base=self.base)
-
-    def forward(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        key_padding_mask: torch.Tensor | None = None,
-        attn_mask: torch.Tensor | None = None,
-        cache: dict | None = None,
-        static_kv: bool = False,
-    ) -> torch.Tensor:
-        """Like MultiHeadAttention.forward, with q and k rotated; (batch, q_len, d_model) out."""
-        if cache is not None:
-            raise ValueError("RotaryMultiHeadAttention: this short version has no key/value cache, got a cache")
-        return super().forward(query, key, value, key_padding_mask, attn_mask)
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """Rotate q (batch, heads, q_len, d_head) and k by their positions, then attend as usual."""
+        return super().attend(rotate(q, base=self.base), rotate(k, base=self.base), v, mask)
 
 
 def use_rope(model: nn.Module, base: float = 10000.0) -> nn.Module:

@@ -18,6 +18,12 @@ FIRST_SYMBOL = 3          # symbols are FIRST_SYMBOL, FIRST_SYMBOL + 1, …
 TASKS = ("copy", "reverse", "sort")
 
 
+def show(ids: list[int]) -> str:
+    """Token ids of a sequence-to-sequence task as text: digits 0, 1, …, BOS, EOS and · for padding."""
+    names = {PAD: "·", BOS: "BOS", EOS: "EOS"}
+    return " ".join(names.get(i, str(i - FIRST_SYMBOL)) for i in ids)
+
+
 def apply_task(task: str, symbols: list[int]) -> list[int]:
     """The target sequence the task asks for, given the source symbols."""
     if task == "copy":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_last_dim
+from .._checks import check_last_dim
 
 
 class ProjectionShortcut(nn.Module):

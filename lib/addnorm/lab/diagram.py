@@ -15,9 +15,9 @@ import torch
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-from .residual import AddNorm
+from ..residual import AddNorm
 from .tracing import trace_calls
-from .transformer import Transformer
+from ..transformer import Transformer
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Look inside a model with hooks: per-layer outputs, gradient norms, activation scale, attention weights."""
+"""Look inside a model with hooks: per-layer outputs, gradient norms, activation scale, attention weights, linear probes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadAttention
+from ..attention import MultiHeadAttention, combine_masks, scaled_dot_product_attention
 
 
 @contextmanager
@@ -52,18 +52,38 @@ def capture_inputs(modules: Sequence[nn.Module]) -> Iterator[list[tuple]]:
             h.remove()
 
 
+def attention_weights(attn: MultiHeadAttention, query: torch.Tensor, key: torch.Tensor,
+                      key_padding_mask: torch.Tensor | None = None,
+                      attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The (batch, heads, q_len, k_len) weights softmax(q kᵀ/√d_head) that attn computes for these inputs."""
+    q = attn.split_heads(attn.q_proj(query))
+    k = attn.split_heads(attn.k_proj(key))
+    mask = combine_masks(key_padding_mask, attn_mask, query.shape[0], query.shape[1], key.shape[1])
+    return scaled_dot_product_attention(q, k, k, mask)[1]
+
+
 @contextmanager
-def record_attention(model: nn.Module) -> Iterator[dict[str, MultiHeadAttention]]:
-    """Within the block, every MultiHeadAttention in model keeps its last weights in `.weights`
-    (batch, heads, q_len, k_len); yields {module name: module}."""
-    modules = {name: m for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)}
-    for m in modules.values():
-        m.record_weights = True
+def record_attention(model: nn.Module) -> Iterator[dict[str, torch.Tensor]]:
+    """Within the block, every forward of a MultiHeadAttention in model stores its attention weights
+    (batch, heads, q_len, k_len), recomputed from its inputs by a hook; yields {module name: weights}."""
+    weights: dict[str, torch.Tensor] = {}
+
+    def hook_for(name: str):
+        def hook(module, args, kwargs, output):
+            query, key = args[0], args[1]
+            masks = dict(zip(("key_padding_mask", "attn_mask"), args[3:]), **kwargs)
+            with torch.no_grad():
+                weights[name] = attention_weights(module, query, key, masks.get("key_padding_mask"),
+                                                  masks.get("attn_mask"))
+        return hook
+
+    handles = [m.register_forward_hook(hook_for(name), with_kwargs=True)
+               for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)]
     try:
-        yield modules
+        yield weights
     finally:
-        for m in modules.values():
-            m.record_weights = False
+        for h in handles:
+            h.remove()
 
 
 def gradient_norms(layers: Sequence[nn.Module]) -> list[float]:
@@ -95,3 +115,20 @@ def mean_token_similarity(h: torch.Tensor) -> float:
 def cosine_to(h: torch.Tensor, reference: torch.Tensor) -> float:
     """Mean cosine similarity between each token of h and the same token of reference (same shapes)."""
     return F.cosine_similarity(h, reference, dim=-1).mean().item()
+
+
+@torch.no_grad()
+def linear_probe_accuracy(
+    train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor, test_y: torch.Tensor, ridge: float = 1e-3
+) -> float:
+    """Fit a linear classifier by ridge-regularized least squares on one-hot labels; return its test accuracy.
+
+    train_x: (n, d) features, train_y: (n,) integer labels; the same for the test split.
+    """
+    num_classes = int(max(train_y.max(), test_y.max())) + 1
+    mean, std = train_x.mean(0), train_x.std(0) + 1e-6
+    a = torch.cat([(train_x - mean) / std, torch.ones(len(train_x), 1)], dim=1).double()   # (n, d+1)
+    b = nn.functional.one_hot(train_y, num_classes).double()                                # (n, classes)
+    w = torch.linalg.solve(a.T @ a + ridge * len(a) * torch.eye(a.shape[1], dtype=a.dtype), a.T @ b)
+    t = torch.cat([(test_x - mean) / std, torch.ones(len(test_x), 1)], dim=1).double()
+    return ((t @ w).argmax(dim=1) == test_y).double().mean().item()

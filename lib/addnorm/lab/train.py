@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import random
 from dataclasses import dataclass, field
 from typing import Callable
@@ -15,7 +14,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .tasks import BOS, EOS, PAD, Seq2SeqData, in_place_batch
-from .transformer import Transformer, greedy_decode
+from ..transformer import Transformer, greedy_decode
 
 LossFn = Callable[[nn.Module, torch.Generator], torch.Tensor]
 
@@ -54,10 +53,6 @@ class History:
         return math.inf if self.diverged else float(np.mean(self.losses[-window:]))
 
 
-def _show_progress(progress: bool | None) -> bool:
-    return os.environ.get("ADDNORM_PROGRESS", "1") != "0" if progress is None else progress
-
-
 def train(
     model: nn.Module,
     loss_fn: LossFn,
@@ -80,7 +75,8 @@ def train(
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_factor(step, warmup_steps))
     history = History()
     model.train()
-    for _ in tqdm(range(steps), desc=desc, disable=not _show_progress(progress), leave=False):
+    switch = {} if progress is None else {"disable": not progress}    # None: tqdm decides (TQDM_DISABLE=1 hides it)
+    for _ in tqdm(range(steps), desc=desc, leave=False, **switch):
         loss = loss_fn(model, generator)
         if not torch.isfinite(loss):
             history.diverged = True
