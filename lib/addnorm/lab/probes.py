@@ -56,10 +56,12 @@ def attention_weights(attn: MultiHeadAttention, query: torch.Tensor, key: torch.
                       key_padding_mask: torch.Tensor | None = None,
                       attn_mask: torch.Tensor | None = None) -> torch.Tensor:
     """The (batch, heads, q_len, k_len) weights softmax(q kᵀ/√d_head) that attn computes for these inputs."""
-    q = attn.split_heads(attn.q_proj(query))
-    k = attn.split_heads(attn.k_proj(key))
+    # F.linear with the projections' weights, not attn.q_proj(...): other hooks on the projections do not fire twice
+    q = attn.split_heads(F.linear(query, attn.q_proj.weight, attn.q_proj.bias))
+    k = attn.split_heads(F.linear(key, attn.k_proj.weight, attn.k_proj.bias))
     mask = combine_masks(key_padding_mask, attn_mask, query.shape[0], query.shape[1], key.shape[1])
-    return scaled_dot_product_attention(q, k, k, mask)[1]
+    _, weights = scaled_dot_product_attention(q, k, k, mask)   # (the values do not change the weights)
+    return weights
 
 
 @contextmanager
