@@ -10,6 +10,7 @@ from __future__ import annotations
 import filecmp
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import grading  # tools/grading.py (tools/ is on pytest's pythonpath)
@@ -152,21 +153,17 @@ def test_committed_notebooks_carry_no_outputs(repo_root, folder):
 
 
 @pytest.mark.parametrize("assignment", sorted(ASSIGNMENTS))
-def test_test_helpers_are_one_locked_ungraded_cell(assignment):
-    """Helpers the visible tests share sit in one locked cell that nbgrader restores, and are not pasted elsewhere."""
+def test_shared_test_helpers_are_written_once(assignment):
+    """No helper is pasted into several cells; the ones visible tests share sit in one locked cell nbgrader restores."""
     source = read_source(assignment)
-    helpers = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_helpers"]
-    if not helpers:
-        return                                              # a notebook whose visible tests share nothing
-    (cell,) = helpers
-    meta = cell.metadata["nbgrader"]
-    assert meta["locked"] and not meta["grade"] and not meta["solution"], meta
-    assert not HIDDEN.search(cell.source), "nbgrader only removes hidden tests from graded cells"
-    names = re.findall(r"^(?:def|class) (\w+)", cell.source, flags=re.M)
-    for other in source.cells:
-        if other is not cell:
-            defined = re.findall(r"^\s*(?:def|class) (\w+)", other.source, flags=re.M)
-            assert not set(names) & set(defined), f"{assignment}: {set(names) & set(defined)} defined twice"
+    defined = Counter(name for cell in source.cells
+                      for name in re.findall(r"^(?:def|class) (\w+)", cell.source, flags=re.M))
+    assert not [name for name, count in defined.items() if count > 1], f"{assignment}: defined in several cells: {defined}"
+    for cell in source.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade_id") == "test_helpers":
+            assert meta["locked"] and not meta["grade"] and not meta["solution"], meta
+            assert not HIDDEN.search(cell.source), "nbgrader only removes hidden tests from graded cells"
 
 
 @pytest.mark.slow
