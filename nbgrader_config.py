@@ -23,7 +23,7 @@ c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
 c.CourseDirectory.course_id = "addnorm"
 c.CourseDirectory.source_directory = "solutions"     # instructor versions: solutions/<assignment>/<notebook>.ipynb
 c.CourseDirectory.release_directory = "exercises"    # learner versions:    exercises/<assignment>/<notebook>.ipynb
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py"]  # no .py file is released: helpers live in locked cells
 
 # --- generate_assignment: what the learner version looks like -------------------------------------------------
 c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"      # (nbgrader's spelling of "delimiter")

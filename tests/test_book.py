@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from build_book import build_command  # tools/build_book.py (tools/ is on pytest's pythonpath): what `make book` runs
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-from build_book import build_command  # noqa: E402  (the same command `make book` runs)
 
 CHAPTER_HEADER = """---
 jupytext:

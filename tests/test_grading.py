@@ -9,7 +9,6 @@ whole module takes a few minutes (marked slow).
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -17,13 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+import grading  # tools/grading.py (tools/ is on pytest's pythonpath, see pyproject.toml)
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-import grading  # noqa: E402  (tools/grading.py)
 
 pytestmark = pytest.mark.slow
 
@@ -122,6 +118,8 @@ def graded(tmp_path_factory):
     for cell in nb.cells:
         if is_test_cell(cell):
             cell.source = "# all tests pass\npass"
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_helpers":     # the locked helpers cell
+            cell.source = "_is_normalized = lambda t: True"
     submit_notebook(course, "tamper", "01_residual", nbformat.writes(nb))
     nb = nbformat.reads(with_mistake(*MISTAKES["bessel_variance"]), as_version=4)
     nb.cells = [cell for cell in nb.cells if not is_test_cell(cell)]
@@ -156,79 +154,6 @@ def graded(tmp_path_factory):
 
 def score(scores, student: str, assignment: str) -> dict[str, float]:
     return scores[(student, assignment, ASSIGNMENTS[assignment])]
-
-
-# ---------------------------------------------------------------------------------------------- generation
-
-def test_solutions_match_their_sources():
-    """solutions/ is what tools/write_solutions.py writes from tools/solution_cells/ (no hand edits lost)."""
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "write_solutions.py"), "--check"],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_generate_reproduces_the_committed_exercises(graded):
-    """generate_assignment on solutions/ gives exactly exercises/ (else: run `make exercises` and commit)."""
-    released = graded["course"] / "exercises"
-    for assignment, name in ASSIGNMENTS.items():
-        made = json.loads((released / assignment / f"{name}.ipynb").read_text(encoding="utf-8"))
-        committed_path = grading.EXERCISES / assignment / f"{name}.ipynb"
-        assert committed_path.exists(), f"exercises/{assignment}/{name}.ipynb is missing: run `make exercises`"
-        committed = json.loads(committed_path.read_text(encoding="utf-8"))
-        assert made == committed, f"exercises/{assignment}/{name}.ipynb is out of date: run `make exercises` and commit"
-    extra = {p.name for p in grading.EXERCISES.iterdir() if p.is_dir()} - set(ASSIGNMENTS)
-    assert not extra, f"exercises/ has assignments with no source in solutions/: {sorted(extra)}"
-
-
-def _regions(source: str, begin: str, end: str) -> tuple[list[str], list[str]]:
-    """(lines inside begin/end regions, lines outside them) of one cell."""
-    inside, outside, within = [], [], False
-    for line in source.splitlines():
-        if begin in line:
-            within = True
-        elif end in line:
-            within = False
-        else:
-            (inside if within else outside).append(line.strip())
-    return inside, outside
-
-
-@pytest.mark.parametrize("assignment", sorted(ASSIGNMENTS))
-def test_exercises_hold_no_solution_and_no_hidden_test(assignment):
-    name = ASSIGNMENTS[assignment]
-    source = nbformat.read(grading.SOLUTIONS / assignment / f"{name}.ipynb", as_version=4)
-    release = nbformat.read(grading.EXERCISES / assignment / f"{name}.ipynb", as_version=4)
-    released_text = "\n".join(cell.source for cell in release.cells)
-    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
-        assert marker not in released_text, f"{assignment}: the learner version still contains {marker!r}"
-    # lines that only occur inside solution / hidden-test regions of the instructor version must not leak
-    secret, public = set(), set()
-    for cell in source.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution") and cell.cell_type == "markdown":
-            secret.update(line.strip() for line in cell.source.splitlines())
-            continue
-        for begin, end in (("BEGIN SOLUTION", "END SOLUTION"), ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")):
-            inside, outside = _regions(cell.source, begin, end)
-            secret.update(inside)
-        public.update(_regions(re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", cell.source, flags=re.S),
-                               "BEGIN SOLUTION", "END SOLUTION")[1])
-    released_lines = {line.strip() for line in released_text.splitlines()}
-    leaked = sorted(line for line in secret - public if len(line) > 3 and line in released_lines)
-    assert not leaked, f"{assignment}: solution or hidden-test lines in the learner version: {leaked[:5]}"
-    # every solution region became a stub that raises, every written answer a blank
-    for cell in release.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution") and cell.cell_type == "code":
-            assert "raise NotImplementedError()" in cell.source
-        if meta.get("solution") and cell.cell_type == "markdown":
-            assert cell.source.strip() == "YOUR ANSWER HERE"
-    # the same graded cells, with the same points, in both versions
-    points = lambda nb: [(c.metadata["nbgrader"]["grade_id"], c.metadata["nbgrader"].get("points"))
-                         for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
-    assert points(release) == points(source)
-    written = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "markdown"]
-    assert len(written) == 1, f"{assignment}: expected one manually graded written answer"
 
 
 # ---------------------------------------------------------------------------------------------- grading
@@ -276,6 +201,9 @@ def test_rewritten_and_deleted_test_cells_are_restored(graded):
     assert restored == original
     rewritten = nbformat.read(graded["course"] / "autograded" / "tamper" / "01_residual" / "residual.ipynb", as_version=4)
     assert all("# all tests pass" not in c.source for c in rewritten.cells if is_test_cell(c))
+    helpers = lambda nb: [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_helpers"]
+    assert helpers(rewritten) == helpers(nbformat.reads(solution_text("01_residual"), as_version=4)), (
+        "the locked test-helpers cell was not restored from the gradebook")
     # the code cell and the test below it both deleted: the test comes back, the missing code scores zero
     both = score(graded["scores"], "tamper", "03_encoder_stack")
     nb = nbformat.read(graded["course"] / "autograded" / "tamper" / "03_encoder_stack" / "encoder_stack.ipynb", as_version=4)

@@ -1,6 +1,6 @@
 """Helpers around nbgrader for this course: build a throw-away course directory, run nbgrader, read scores.
 
-Used by tools/generate_exercises.py, tests/test_grading.py and bench/grading.py. nbgrader runs as a subprocess
+Used by tests/test_exercises.py, tests/test_grading.py and bench/grading.py. nbgrader runs as a subprocess
 of this Python (`python -m nbgrader`), with the venv's bin/ on PATH: nbgrader calls `alembic` from there.
 """
 

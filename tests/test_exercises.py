@@ -1,0 +1,179 @@
+"""exercises/ is exactly what nbgrader generates from solutions/, and nothing secret reaches it.
+
+solutions/<id>/<name>.ipynb are the instructor notebooks (edited in JupyterLab with nbgrader's Create Assignment
+panel); `make exercises` runs `nbgrader generate_assignment` on them. These tests run the same generation in a
+temporary course directory (a few seconds) and compare, and check what a learner can see.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import grading  # tools/grading.py (tools/ is on pytest's pythonpath)
+import nbformat
+import pytest
+
+ASSIGNMENTS = dict(grading.assignments())            # assignment id -> notebook name
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    """The exercises/ folder nbgrader generates from solutions/ with the course's nbgrader_config.py."""
+    return grading.make_course(tmp_path_factory.mktemp("generate") / "course") / "exercises"
+
+
+def tree_differences(made: Path, committed: Path) -> list[str]:
+    """Files (relative paths) that are missing on one side or whose bytes differ."""
+    files = lambda root: {p.relative_to(root) for p in root.rglob("*") if p.is_file()}
+    ours, theirs = files(made), files(committed)
+    found = [f"{p} (not in exercises/)" for p in sorted(ours - theirs)]
+    found += [f"{p} (in exercises/, not generated)" for p in sorted(theirs - ours)]
+    found += [f"{p} (differs)" for p in sorted(ours & theirs) if not filecmp.cmp(made / p, committed / p, shallow=False)]
+    return found
+
+
+def test_exercises_are_what_nbgrader_generates_from_solutions(generated):
+    """Byte for byte, every file both ways (else: run `make exercises` and commit)."""
+    stale = tree_differences(generated, grading.EXERCISES)
+    assert not stale, "exercises/ is out of date; run `make exercises` and commit:\n  " + "\n  ".join(stale)
+
+
+# ---------------------------------------------------------------------------------------------- what leaks
+
+def _regions(source: str, begin: str, end: str) -> tuple[list[str], list[str]]:
+    """(lines inside begin/end regions, lines outside them) of one cell."""
+    inside, outside, within = [], [], False
+    for line in source.splitlines():
+        if begin in line:
+            within = True
+        elif end in line:
+            within = False
+        else:
+            (inside if within else outside).append(line.strip())
+    return inside, outside
+
+
+def secret_lines(source_nb) -> set[str]:
+    """Lines that occur only inside solution regions, written answers or hidden tests of an instructor notebook."""
+    secret, public = set(), set()
+    for cell in source_nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and cell.cell_type == "markdown":
+            secret.update(line.strip() for line in cell.source.splitlines())
+            continue
+        for begin, end in (("BEGIN SOLUTION", "END SOLUTION"), ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")):
+            secret.update(_regions(cell.source, begin, end)[0])
+        public.update(_regions(HIDDEN.sub("", cell.source), "BEGIN SOLUTION", "END SOLUTION")[1])
+    return {line for line in secret - public if len(line) > 3}
+
+
+def hidden_names(source_nb) -> set[str]:
+    """Functions and classes the hidden tests define (the reference implementations among them)."""
+    return {name for cell in source_nb.cells for region in HIDDEN.findall(cell.source)
+            for name in re.findall(r"^\s*(?:def|class) (\w+)", region, flags=re.M)}
+
+
+def released_text(path: Path) -> str:
+    """What a learner can read in a released file: a notebook's cell sources, any other file's text."""
+    if path.suffix == ".ipynb":
+        return "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def leaks(release: Path, source_nb) -> list[str]:
+    """Every marker, solution line, hidden-test line or hidden helper name found in any file of a release folder."""
+    secret, names, found = secret_lines(source_nb), hidden_names(source_nb), []
+    for path in sorted(p for p in release.rglob("*") if p.is_file()):
+        text = released_text(path)
+        lines = {line.strip() for line in text.splitlines()}
+        found += [f"{path.name}: {marker!r}" for marker in MARKERS if marker in text]
+        found += [f"{path.name}: line {line!r}" for line in sorted(secret & lines)]
+        found += [f"{path.name}: hidden helper {name}" for name in sorted(names)
+                  if re.search(rf"\b{name}\b", text)]
+    return found
+
+
+def read_source(assignment: str):
+    return nbformat.read(grading.SOLUTIONS / assignment / f"{ASSIGNMENTS[assignment]}.ipynb", as_version=4)
+
+
+@pytest.mark.parametrize("assignment", sorted(ASSIGNMENTS))
+def test_exercises_hold_no_solution_and_no_hidden_test(assignment):
+    source = read_source(assignment)
+    assert hidden_names(source), f"{assignment}: expected the hidden tests to define their reference helpers"
+    found = leaks(grading.EXERCISES / assignment, source)
+    assert not found, f"{assignment}: secret text in the learner version: {found[:5]}"
+    release = nbformat.read(grading.EXERCISES / assignment / f"{ASSIGNMENTS[assignment]}.ipynb", as_version=4)
+    for cell in release.cells:         # every solution region became a stub that raises, every written answer a blank
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and cell.cell_type == "code":
+            assert "raise NotImplementedError()" in cell.source
+        if meta.get("solution") and cell.cell_type == "markdown":
+            assert cell.source.strip() == "YOUR ANSWER HERE"
+    points = lambda nb: [(c.metadata["nbgrader"]["grade_id"], c.metadata["nbgrader"].get("points"))
+                         for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert points(release) == points(source), "the same graded cells, with the same points, in both versions"
+    written = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "markdown"]
+    assert len(written) == 1, f"{assignment}: expected one manually graded written answer"
+
+
+def test_a_stray_file_beside_a_solution_is_not_released_or_is_caught(tmp_path):
+    """nbgrader releases every file of solutions/<id>/ that the config does not ignore: a .py file is ignored,
+    and a file of any other kind that carries solution text is reported by the leak check."""
+    assignment = "01_residual"
+    source_nb = read_source(assignment)
+    solution_line = sorted(secret_lines(source_nb))[0]
+    solutions = tmp_path / "solutions"
+    shutil.copytree(grading.SOLUTIONS, solutions)
+    (solutions / assignment / "notes.py").write_text(f"### BEGIN SOLUTION\n{solution_line}\n", encoding="utf-8")
+    (solutions / assignment / "notes.md").write_text(f"Marking notes:\n{solution_line}\n", encoding="utf-8")
+    release = grading.make_course(tmp_path / "course", source=solutions) / "exercises" / assignment
+    assert not (release / "notes.py").exists(), "c.CourseDirectory.ignore in nbgrader_config.py should keep *.py out"
+    assert (release / "notes.md").exists()                 # released, as nbgrader does with any other file ...
+    found = leaks(release, source_nb)                      # ... and the leak check catches it
+    assert f"notes.md: line {solution_line!r}" in found and all(f.startswith("notes.md: ") for f in found), found
+
+
+@pytest.mark.parametrize("folder", ["solutions", "exercises"])
+def test_committed_notebooks_carry_no_outputs(repo_root, folder):
+    notebooks = sorted((repo_root / folder).glob("*/*.ipynb"))
+    assert len(notebooks) == len(ASSIGNMENTS)
+    for path in notebooks:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None, (
+                    f"{path.relative_to(repo_root)}: cell {cell.id} has outputs or an execution count; clear them "
+                    "(JupyterLab: Edit → Clear Outputs of All Cells) before committing")
+
+
+@pytest.mark.parametrize("assignment", sorted(ASSIGNMENTS))
+def test_shared_test_helpers_are_written_once(assignment):
+    """No helper is pasted into several cells; the ones visible tests share sit in one locked cell nbgrader restores."""
+    source = read_source(assignment)
+    defined = Counter(name for cell in source.cells
+                      for name in re.findall(r"^(?:def|class) (\w+)", cell.source, flags=re.M))
+    assert not [name for name, count in defined.items() if count > 1], f"{assignment}: defined in several cells: {defined}"
+    for cell in source.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade_id") == "test_helpers":
+            assert meta["locked"] and not meta["grade"] and not meta["solution"], meta
+            assert not HIDDEN.search(cell.source), "nbgrader only removes hidden tests from graded cells"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", sorted(ASSIGNMENTS))
+def test_visible_tests_pass_on_the_solution_without_the_hidden_tests(assignment):
+    """A learner with a right answer sees every visible test pass: none of them needs what only hidden tests define."""
+    from nbclient import NotebookClient
+
+    nb = read_source(assignment)
+    for cell in nb.cells:
+        cell.source = HIDDEN.sub("", cell.source)
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(grading.SOLUTIONS / assignment)}}).execute()
