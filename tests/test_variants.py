@@ -160,3 +160,20 @@ def test_a_stack_applies_its_final_norm_once_and_adds_nothing_without_it(stack):
     for layer in pre.layers:
         expected = layer(expected, *args[1:])
     assert torch.allclose(pre(*args), final(expected), atol=1e-6)
+
+
+def test_recorded_attention_follows_rope():
+    from addnorm.variants.rope import use_rope
+
+    torch.manual_seed(5)
+    model = use_rope(SequenceTagger(8, d_model=16, num_heads=2, num_layers=1, d_ff=32)).eval()
+    tokens = torch.randint(0, 8, (1, 6))
+    with record_attention(model) as weights, torch.no_grad():
+        model(tokens)
+    attn = model.encoder.layers[0].self_attn
+    with torch.no_grad():
+        h = model.embed(tokens)
+        # recompute the layer's attention output from the recorded weights: it must be what the layer computes
+        v = attn.split_heads(attn.v_proj(h))
+        expected = attn.out_proj(attn.merge_heads(weights["encoder.layers.0.self_attn"] @ v))
+        assert torch.allclose(expected, attn(h, h, h), atol=1e-5)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..attention import MultiHeadAttention, combine_masks, scaled_dot_product_attention
+from ..variants.rope import RotaryMultiHeadAttention, rotate
 
 
 @contextmanager
@@ -59,6 +60,8 @@ def attention_weights(attn: MultiHeadAttention, query: torch.Tensor, key: torch.
     # F.linear with the projections' weights, not attn.q_proj(...): other hooks on the projections do not fire twice
     q = attn.split_heads(F.linear(query, attn.q_proj.weight, attn.q_proj.bias))
     k = attn.split_heads(F.linear(key, attn.k_proj.weight, attn.k_proj.bias))
+    if isinstance(attn, RotaryMultiHeadAttention):                 # RoPE rotates q and k before the scores
+        q, k = rotate(q, base=attn.base), rotate(k, base=attn.base)
     mask = combine_masks(key_padding_mask, attn_mask, query.shape[0], query.shape[1], key.shape[1])
     _, weights = scaled_dot_product_attention(q, k, k, mask)   # (the values do not change the weights)
     return weights

@@ -14,7 +14,8 @@ from torch import nn
 from tqdm import tqdm
 
 from .tasks import BOS, EOS, PAD, Seq2SeqData, in_place_batch
-from ..transformer import Transformer, greedy_decode
+from ..transformer import Transformer
+from ..variants.kv_cache import cached_greedy_decode
 
 LossFn = Callable[[nn.Module, torch.Generator], torch.Tensor]
 
@@ -127,7 +128,7 @@ def exact_match(model: Transformer, data: Seq2SeqData, bos: int = BOS, eos: int 
     """Fraction of held-out sequences that greedy decoding reproduces exactly (up to and including EOS)."""
     model.eval()
     batch = data.held_out_batch()
-    out = greedy_decode(model, batch.src, batch.tgt_out.shape[1], bos, eos, batch.src_padding_mask)
+    out = cached_greedy_decode(model, batch.src, batch.tgt_out.shape[1], bos, eos, batch.src_padding_mask)
     predicted = out[:, 1:]                                          # drop BOS
     correct = 0
     for pred, target in zip(predicted.tolist(), batch.tgt_out.tolist()):

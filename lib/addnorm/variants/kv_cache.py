@@ -6,6 +6,9 @@ keys and values it has already projected and appends one row per step; the cross
 and values, projections of the fixed encoder memory, are computed once. The result is the same
 tokens, for about n instead of n²/2 position updates.
 
+`decode_step` runs each decoder layer's three sublayer connections itself (the layer's own AddNorms,
+attentions and feed-forward, in DecoderLayer.forward's order), so hooks on the layer object do not fire.
+
 The cache is a list with one dict per decoder layer: {"self": {"k", "v"}, "cross": {"k", "v"}},
 each tensor (batch, heads, positions, d_head).
 """
@@ -23,7 +26,7 @@ def new_cache(model: Transformer) -> list[dict]:
     return [{"self": {}, "cross": {}} for _ in model.decoder.layers]
 
 
-def _attend_cached(attn: MultiHeadAttention, query: torch.Tensor, source: torch.Tensor, store: dict,
+def attend_cached(attn: MultiHeadAttention, query: torch.Tensor, source: torch.Tensor, store: dict,
                    append: bool, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
     """attn(query, source, source) reusing the keys/values in store: appended to (self) or computed once (cross)."""
     if append or "k" not in store:
@@ -47,8 +50,8 @@ def decode_step(model: Transformer, token: torch.Tensor, memory: torch.Tensor, c
         raise ValueError(f"decode_step: expected one new token per sequence, shape (batch, 1), got {tuple(token.shape)}")
     x = model.tgt_embed(token, offset=position)                           # (batch, 1, d_model)
     for layer, store in zip(model.decoder.layers, cache):
-        x = layer.add_norm_1(x, lambda h: _attend_cached(layer.self_attn, h, h, store["self"], append=True))
-        x = layer.add_norm_2(x, lambda h: _attend_cached(layer.cross_attn, h, memory, store["cross"], append=False,
+        x = layer.add_norm_1(x, lambda h: attend_cached(layer.self_attn, h, h, store["self"], append=True))
+        x = layer.add_norm_2(x, lambda h: attend_cached(layer.cross_attn, h, memory, store["cross"], append=False,
                                                          key_padding_mask=memory_key_padding_mask))
         x = layer.add_norm_3(x, layer.feed_forward)
     if model.decoder.norm is not None:

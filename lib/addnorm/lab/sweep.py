@@ -1,0 +1,189 @@
+"""The depth × learning-rate sweep: where each sublayer connection trains, and where it does not.
+
+One *cell* of the sweep trains the chapters' toy encoder (`experiments.toy_tagger`: d_model 64, 4 heads,
+d_ff 128) with one connection variant, at one depth, one learning rate and one seed, on the in-place
+reversal task of chapters 1 and 2 (8 tokens, 10 symbols, batch 32, Adam betas (0.9, 0.98)), for a fixed
+step budget, then measures it on held-out batches.
+
+- `run_cell(variant, depth, lr, seed)` runs one cell and returns a flat dict (see `RESULT_FIELDS`).
+  With the same addnorm, PyTorch, thread count (one, set here) and CPU it is identical bit for bit on
+  every run — which is how a chapter re-runs a slice of the sweep and checks it against the file.
+- `load_sweep(path)` reads the results file that `tools/sweep.py` (`make sweep`) writes:
+  `data/depth_lr_sweep.json`, the results together with how they were made.
+
+The whole grid takes about an hour on a 2-core machine, too long for a book build: the chapters draw
+their maps from the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .experiments import toy_tagger
+from .tasks import in_place_batch
+from .train import seed_everything, tagging_loss, train
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A connection variant: a label for figures, SequenceTagger knobs, and whether it warms up."""
+
+    label: str
+    knobs: dict
+    warmup: bool = False
+    about: str = ""
+
+
+# Keys are what `tools/sweep.py --only` takes and what the results file stores.
+VARIANTS: dict[str, Variant] = {
+    "no_residual": Variant("no residual (Pre-LN)", dict(residual=False, norm_first=True),
+                           about="F(LN(x)) and a final LN, no identity path; the no-residual stack chapter 1 trains"),
+    "no_residual_post": Variant("no residual (Post-LN)", dict(residual=False, norm_first=False),
+                                about="LN(F(x)), no identity path"),
+    "post_ln": Variant("Post-LN", dict(norm_first=False), about="LN(x + F(x)), the 2017 placement"),
+    "post_ln_warmup": Variant("Post-LN + warm-up", dict(norm_first=False), warmup=True,
+                              about="LN(x + F(x)) with a linear learning-rate warm-up"),
+    "pre_ln": Variant("Pre-LN", dict(norm_first=True), about="x + F(LN(x)) and a final LN (GPT-2 onwards)"),
+    "rezero": Variant("ReZero", dict(norm="rezero"), about="x + α·F(x), α a learned scalar starting at 0, no LN"),
+    "no_norm": Variant("residual, no norm", dict(norm="none"), about="x + F(x), no normalization at all"),
+}
+
+# The training and evaluation settings every cell shares (chapters 1 and 2's toy task).
+SETTINGS: dict = dict(
+    task="reverse", vocab_size=10, seq_len=8, batch_size=32, steps=300, betas=(0.9, 0.98),
+    warmup_steps=100,            # used by the variants with warmup=True only
+    eval_examples=512, eval_seed=10_000,   # held-out batch: a seed the training data never uses
+    curve_every=10,              # keep the training loss every this many steps
+    threads=1,
+)
+
+# The full grid of `make sweep`.
+GRID: dict = dict(
+    variants=list(VARIANTS),
+    depths=[2, 3, 4, 6, 8, 12, 16, 24],
+    lrs=[1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2],
+    seeds=[0, 1],
+)
+
+RESULT_FIELDS = (
+    "variant", "depth", "lr", "seed",     # the cell
+    "accuracy",        # held-out token accuracy (eval_examples fresh sequences)
+    "eval_loss",       # held-out cross-entropy (None if not finite)
+    "final_loss",      # mean training loss over the last 20 steps (None if diverged)
+    "diverged",        # the training loss became NaN or inf (training stopped there)
+    "steps",           # steps actually trained (< the budget if diverged)
+    "losses",          # training loss every `curve_every` steps (6 significant digits)
+    "wall_time_s",     # seconds for this cell (training + evaluation), on a possibly busy machine
+    "cpu_time_s",      # CPU seconds of the process for this cell (≈ wall time on a quiet machine, one thread)
+    "threads",         # torch intra-op threads the cell ran with
+)
+# The fields that depend only on the code, the settings and the seed (not on the machine's load).
+DETERMINISTIC_FIELDS = tuple(f for f in RESULT_FIELDS if f not in ("wall_time_s", "cpu_time_s", "threads"))
+
+
+@contextmanager
+def _threads(n: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def run_cell(variant: str, depth: int, lr: float, seed: int, **overrides) -> dict:
+    """Train one cell of the sweep and measure it; returns a dict with the keys of RESULT_FIELDS.
+
+    overrides replace entries of SETTINGS (e.g. steps=5 for a test); the results file records the
+    settings it was made with, and re-running a cell of it needs the same ones.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"run_cell: expected variant in {sorted(VARIANTS)}, got {variant!r}")
+    unknown = set(overrides) - set(SETTINGS)
+    if unknown:
+        raise ValueError(f"run_cell: unknown settings {sorted(unknown)}; expected some of {sorted(SETTINGS)}")
+    s = {**SETTINGS, **overrides}
+    v = VARIANTS[variant]
+    start, cpu_start = time.perf_counter(), time.process_time()
+    with _threads(s["threads"]):
+        seed_everything(seed)
+        model = toy_tagger(s["vocab_size"], depth, **v.knobs)
+        history = train(model, tagging_loss(s["task"], s["batch_size"], s["seq_len"], s["vocab_size"]),
+                        s["steps"], lr=lr, warmup_steps=s["warmup_steps"] if v.warmup else 0,
+                        betas=tuple(s["betas"]), seed=seed, progress=False)
+        with torch.no_grad():
+            x, y = in_place_batch(s["task"], s["eval_examples"], s["seq_len"], s["vocab_size"],
+                                  torch.Generator().manual_seed(s["eval_seed"]))
+            logits = model(x)                                       # (examples, seq, vocab)
+            accuracy = (logits.argmax(dim=-1) == y).float().mean().item()
+            eval_loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
+        threads = torch.get_num_threads()
+    return dict(
+        variant=variant, depth=depth, lr=lr, seed=seed,
+        accuracy=accuracy, eval_loss=_finite(eval_loss), final_loss=_finite(history.final()),
+        diverged=history.diverged, steps=len(history.losses),
+        losses=[_finite(float(f"{x:.6g}")) for x in history.losses[:: s["curve_every"]]],   # 6 digits: a small file
+        wall_time_s=round(time.perf_counter() - start, 3), cpu_time_s=round(time.process_time() - cpu_start, 3),
+        threads=threads,
+    )
+
+
+def cells(grid: dict) -> list[tuple[str, int, float, int]]:
+    """Every (variant, depth, lr, seed) of a grid, in a fixed order."""
+    return [(v, d, lr, s) for v in grid["variants"] for d in grid["depths"] for lr in grid["lrs"]
+            for s in grid["seeds"]]
+
+
+@dataclass
+class Sweep:
+    """A results file: `meta` (how it was made: command, commit, settings, grid, times) and `results`."""
+
+    meta: dict
+    results: list[dict] = field(default_factory=list)
+
+    def cell(self, variant: str, depth: int, lr: float, seed: int) -> dict:
+        """The stored result of one cell (KeyError if the file does not have it)."""
+        for r in self.results:
+            if (r["variant"], r["depth"], r["seed"]) == (variant, depth, seed) and math.isclose(r["lr"], lr):
+                return r
+        raise KeyError(f"no result for variant={variant!r}, depth={depth}, lr={lr:g}, seed={seed}")
+
+    def rerun(self, variant: str, depth: int, lr: float, seed: int) -> dict:
+        """Run one cell again with the file's settings (compare with `differences(rerun, sweep.cell(...))`)."""
+        return run_cell(variant, depth, lr, seed, **self.meta["settings"])
+
+    def table(self, variant: str, key: str = "accuracy") -> np.ndarray:
+        """Array (depths, lrs, seeds) of one result field for one variant, in the order of meta['grid']; NaN for None."""
+        g = self.meta["grid"]
+        out = np.full((len(g["depths"]), len(g["lrs"]), len(g["seeds"])), np.nan)
+        for i, d in enumerate(g["depths"]):
+            for j, lr in enumerate(g["lrs"]):
+                for k, s in enumerate(g["seeds"]):
+                    value = self.cell(variant, d, lr, s)[key]
+                    out[i, j, k] = np.nan if value is None else float(value)
+        return out
+
+
+def differences(a: dict, b: dict) -> list[str]:
+    """The deterministic fields on which two results of the same cell differ ([] if they agree bit for bit)."""
+    return [f for f in DETERMINISTIC_FIELDS if a.get(f) != b.get(f)]
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read a results file written by tools/sweep.py (`make sweep`)."""
+    data = json.loads(Path(path).read_text())
+    return Sweep(meta=data["meta"], results=data["results"])
