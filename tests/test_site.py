@@ -288,7 +288,7 @@ def test_linkchecker_catches_a_missing_anchor(tmp_path: Path) -> None:
     (tmp_path / "site" / "index.html").write_text('<h1 id="top">Top</h1><a href="#top">ok</a><a href="#gone">broken</a>')
     with serve(tmp_path / "site") as url:
         result = linkchecker([url + "index.html"], tmp_path / "linkcheckerrc")
-    assert result.returncode != 0 and "gone" in result.stdout, result.stdout
+    assert result.returncode != 0 and "Anchor `gone' (decoded: `gone') not found" in result.stdout, result.stdout
 
 
 def test_nothing_in_the_stylesheets_comes_from_another_host(site: Path) -> None:
