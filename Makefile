@@ -37,7 +37,15 @@ browser:
 	@test -x /usr/bin/chromium || $(APT_INSTALL) chromium >/dev/null
 	@test -d /usr/share/fonts/opentype/noto || $(APT_INSTALL) fonts-noto-cjk >/dev/null
 
-book: $(STAMP) graphviz
+# Jupyter Book's execution cache does not notice a change in an imported module (addnorm): make drops the
+# cache when a file under lib/ is newer than the last build, and always on CI, which executes every chapter afresh.
+BOOK_LIB_STAMP := _build/.lib-stamp
+$(BOOK_LIB_STAMP): $(shell find lib -name '*.py') $(if $(filter 1 true yes,$(CI)),FORCE)
+	rm -rf _build/.jupyter_cache
+	@mkdir -p _build && touch $@
+FORCE:
+
+book: $(STAMP) graphviz $(BOOK_LIB_STAMP)
 	$(BIN)/python tools/build_book.py
 	@echo "Open file://$(abspath _build/html/index.html)   (or: make serve)"
 

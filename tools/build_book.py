@@ -1,32 +1,16 @@
-"""Build the website into _build/html, executing every chapter, warnings as errors.
+"""Build the website into _build/html, executing every chapter, warnings as errors (`make book` runs this).
 
-Jupyter Book's execution cache does not notice a change in an imported module, so the
-cache is dropped whenever a file under lib/ is newer than it, and always on CI (CI=true)."""
+Jupyter Book's execution cache does not notice a change in an imported module: the Makefile's `book` target
+drops the cache when a file under lib/ changes, and on CI."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / "_build" / ".jupyter_cache"
-
-
-def newest_mtime(folder: Path) -> float:
-    """The latest modification time of any Python file under folder."""
-    return max((p.stat().st_mtime for p in folder.rglob("*.py")), default=0.0)
-
-
-def drop_stale_cache() -> None:
-    """Remove the execution cache on CI, or when the library changed after it was written."""
-    if not CACHE.exists():
-        return
-    on_ci = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-    if on_ci or newest_mtime(ROOT / "lib") > CACHE.stat().st_mtime:
-        shutil.rmtree(CACHE)
 
 
 def build_command(root: Path) -> list[str]:
@@ -35,15 +19,10 @@ def build_command(root: Path) -> list[str]:
 
 
 def build(root: Path = ROOT) -> int:
-    """Run jupyter-book on root; return its exit code."""
-    env = dict(os.environ, ADDNORM_PROGRESS="0")   # no progress bars in the built pages
+    """Run jupyter-book on root with no progress bars in the built pages; return its exit code."""
+    env = dict(os.environ, TQDM_DISABLE="1", ADDNORM_PROGRESS="0")
     return subprocess.call(build_command(root), cwd=root, env=env)
 
 
 if __name__ == "__main__":
-    drop_stale_cache()
-    code = build()
-    if code == 0:
-        CACHE.mkdir(parents=True, exist_ok=True)
-        CACHE.touch()
-    sys.exit(code)
+    sys.exit(build())

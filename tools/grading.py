@@ -30,6 +30,7 @@ def nbgrader_env() -> dict[str, str]:
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.setdefault("PYTHONHASHSEED", "0")
     env["ADDNORM_PROGRESS"] = "0"
+    env["TQDM_DISABLE"] = "1"
     return env
 
 
