@@ -29,7 +29,6 @@ def nbgrader_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.setdefault("PYTHONHASHSEED", "0")
-    env["ADDNORM_PROGRESS"] = "0"
     env["TQDM_DISABLE"] = "1"
     return env
 
