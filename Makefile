@@ -5,6 +5,8 @@
 #   make exercises  regenerate exercises/ from solutions/ with nbgrader
 #   make serve      serve the built site on http://127.0.0.1:8000
 #   make clean      remove build outputs
+#   make hub        start a course JupyterHub on 127.0.0.1 with an instructor and three students (root)
+#   make hub-down   stop it and remove its users
 # Every target creates .venv on first use, and re-installs when pyproject.toml changes.
 
 PYTHON ?= python3
@@ -14,7 +16,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: book test lab exercises serve clean graphviz browser
+.PHONY: book test lab exercises serve clean graphviz browser hub hub-down
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -57,3 +59,12 @@ clean:
 	rm -rf _build .pytest_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
 	rm -rf gradebook.db submitted autograded feedback
+
+# The course JupyterHub (needs root: it creates Unix users). hub/hubctl.py builds its shared environment in
+# /opt/addnorm-hub (from Debian's python3.11, with configurable-http-proxy from npm), then starts it; see hub/.
+hub:
+	@command -v npm >/dev/null || { $(APT_INSTALL) npm >/dev/null; }
+	@/usr/bin/python3 hub/hubctl.py up
+
+hub-down:
+	@/usr/bin/python3 hub/hubctl.py down
