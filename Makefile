@@ -45,7 +45,10 @@ book: $(STAMP) graphviz
 test: $(STAMP) graphviz browser
 	$(BIN)/python -m pytest
 
+# Without a course hub, the Assignment List uses a private exchange in .exchange/ (see hub/solo/nbgrader_config.py).
 lab: $(STAMP)
+	@mkdir -p .exchange
+	JUPYTER_CONFIG_PATH=$(CURDIR)/hub/solo ADDNORM_LOCAL_EXCHANGE=$(CURDIR)/.exchange \
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/lab/tree/exercises $(if $(filter 0,$(shell id -u)),--allow-root)
 
 exercises: $(STAMP)

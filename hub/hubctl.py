@@ -154,6 +154,9 @@ def install_settings() -> None:
     global_config = VENV / "etc" / "jupyter"
     global_config.mkdir(parents=True, exist_ok=True)
     shutil.copy(etc / "everyone" / "nbgrader_config.py", global_config / "nbgrader_config.py")
+    lab_settings = VENV / "share" / "jupyter" / "lab" / "settings"     # no news or update checks: loopback only
+    lab_settings.mkdir(parents=True, exist_ok=True)
+    shutil.copy(etc / "lab-overrides.json", lab_settings / "overrides.json")
     for path in [etc, *etc.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
