@@ -163,7 +163,8 @@ def install_settings() -> None:
 
 def ensure_course() -> None:
     """The instructor's course directory: a copy of the course, its assignments generated, the students enrolled."""
-    if (COURSE / "gradebook.db").is_file():
+    ready = STATE / "course-ready"
+    if ready.is_file():
         return
     say(f"setting up the course in {COURSE}")
     shutil.rmtree(COURSE, ignore_errors=True)        # an interrupted earlier set-up
@@ -177,6 +178,7 @@ def ensure_course() -> None:
         as_user(INSTRUCTOR, ["nbgrader", "generate_assignment", assignment, "--force"], cwd=COURSE)
     for student in STUDENTS:
         as_user(INSTRUCTOR, ["nbgrader", "db", "student", "add", student], cwd=COURSE)
+    ready.touch()
 
 
 def running_pid(pid_file: Path, command_word: str) -> int | None:

@@ -178,7 +178,10 @@ def open_from_menu(page: Any, entry: str) -> None:
 
 def formgrader(page: Any) -> Any:
     """The formgrader's frame in the instructor's JupyterLab, on Manage Assignments, with its table loaded."""
-    open_from_menu(page, "Formgrader")
+    with page.expect_response(lambda response: "/formgrader/manage_assignments" in response.url) as loaded:
+        open_from_menu(page, "Formgrader")
+    policy = loaded.value.headers.get("content-security-policy", "")
+    assert "frame-ancestors 'self'" in policy, f"the formgrader may not be framed by JupyterLab: CSP {policy!r}"
     frame = page.frame_locator("iframe[src*='formgrader']")
     frame.locator("h1:text-is('Manage Assignments')").wait_for()
     frame.locator(f"td.name:has-text('{ASSIGNMENT}')").wait_for()
