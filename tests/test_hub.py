@@ -24,6 +24,7 @@ import json
 import os
 import pwd
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -88,10 +89,13 @@ def processes_of(uids: set[int]) -> list[int]:
 def hub() -> Iterator[str]:
     """A fresh course hub started with `make hub`; `make hub-down` afterwards must leave nothing behind."""
     make("hub-down")                                   # a clean course, whatever ran before
+    shutil.rmtree(SHOTS, ignore_errors=True)
     started = time.monotonic()
     result = make("hub")
     assert result.returncode == 0, f"make hub failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     print(f"make hub: {time.monotonic() - started:.0f} s")
+    again = make("hub")
+    assert again.returncode == 0 and "already running" in again.stdout, f"a second make hub:\n{again.stdout}"
     uids = {pwd.getpwnam(user).pw_uid for user in USERS}
     for user in USERS:
         assert os.stat(f"/home/{user}").st_mode & 0o777 == 0o700, f"/home/{user} must be mode 0700"
@@ -159,10 +163,11 @@ def shot(page: Any, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"))
 
 
-def nbgrader_menu(page: Any) -> list[str]:
-    """The entries of JupyterLab's Nbgrader menu (the menu is closed again afterwards)."""
+def nbgrader_menu(page: Any, screenshot: str) -> list[str]:
+    """The entries of JupyterLab's Nbgrader menu, with a screenshot of it open (it is closed again afterwards)."""
     page.click(".lm-MenuBar-itemLabel:text-is('Nbgrader')")
     entries = page.locator(".lm-Menu .lm-Menu-itemLabel").all_inner_texts()
+    shot(page, screenshot)
     page.keyboard.press("Escape")
     return [entry.strip() for entry in entries]
 
@@ -237,17 +242,19 @@ def write_solution(student: str, correct: bool) -> None:
 def fetch_and_submit(browser: Any, password: str, student: str, correct: bool) -> Any:
     """A student logs in, fetches the assignment in the Assignment List, answers, and submits it there."""
     page = log_in(browser, student, password)
-    menu = nbgrader_menu(page)
+    menu = nbgrader_menu(page, f"04-{student}-menu")
     assert "Assignment List" in menu and not {"Formgrader", "Create assignment", "Course List"} & set(menu), (
         f"{student}'s Nbgrader menu should offer only the student tools, it has {menu}")
+    formgrader_page = page.context.request.get(f"{BASE}/user/{student}/formgrader/manage_assignments")
+    assert formgrader_page.status == 404, f"{student}'s server serves the formgrader (HTTP {formgrader_page.status})"
     assignment_list(page)
     page.locator("#released_assignments_list button:has-text('Fetch')").first.click()
     page.wait_for_selector(f"#fetched_assignments_list:has-text('{ASSIGNMENT}')")
-    shot(page, f"03-{student}-fetched")
+    shot(page, f"05-{student}-fetched")
     write_solution(student, correct)
     page.locator("#fetched_assignments_list button:has-text('Submit')").first.click()
     page.wait_for_selector(f"#submitted_assignments_list:has-text('{ASSIGNMENT}')")
-    shot(page, f"04-{student}-submitted")
+    shot(page, f"06-{student}-submitted")
     return page
 
 
@@ -260,20 +267,18 @@ def test_course_cycle_on_the_hub(hub: str, browser: Any) -> None:
     password = hub
 
     teacher = log_in(browser, "instructor", password)
-    assert {"Formgrader", "Create assignment", "Assignment List"} <= set(nbgrader_menu(teacher))
+    assert {"Formgrader", "Create assignment", "Assignment List"} <= set(nbgrader_menu(teacher, "01-instructor-menu"))
     frame = formgrader(teacher)
-    shot(teacher, "01-instructor-formgrader")
-    assignment_action(teacher, frame, "release", f"Successfully released '{ASSIGNMENT}'", "02-instructor-released")
+    shot(teacher, "02-instructor-formgrader")
+    assignment_action(teacher, frame, "release", f"Successfully released '{ASSIGNMENT}'", "03-instructor-released")
 
     student1 = fetch_and_submit(browser, password, "student1", correct=True)
     student2 = fetch_and_submit(browser, password, "student2", correct=False)
     student2.context.close()
 
-    teacher.reload()
-    teacher.wait_for_selector("#jp-main-dock-panel")
-    frame = formgrader(teacher)
+    frame.locator("a:text-is('Manage Assignments')").click()            # reload it: now with a Collect button
     assignment_action(teacher, frame, "collect", f"Successfully collected submissions of '{ASSIGNMENT}'",
-                      "05-instructor-collected")
+                      "07-instructor-collected")
     for student in ("student1", "student2"):
         assert (COURSE / "submitted" / student / ASSIGNMENT / NOTEBOOK).is_file(), f"{student}'s work not collected"
     graded = as_user("instructor", "nbgrader", "autograde", ASSIGNMENT, cwd=COURSE)
@@ -281,9 +286,9 @@ def test_course_cycle_on_the_hub(hub: str, browser: Any) -> None:
 
     grade_written_answer(teacher, frame, "student1", points=2)
     assignment_action(teacher, frame, "generate-feedback", f"Successfully generated feedback of '{ASSIGNMENT}'",
-                      "07-instructor-feedback-generated")
+                      "09-instructor-feedback-generated")
     assignment_action(teacher, frame, "release-feedback", f"Successfully released feedback of '{ASSIGNMENT}'",
-                      "08-instructor-feedback-released")
+                      "10-instructor-feedback-released")
     assert scores() == {"student1": 8.0, "student2": 1.0}, "the gradebook's totals (out of 8) are not as expected"
 
     student1.reload()
@@ -291,10 +296,10 @@ def test_course_cycle_on_the_hub(hub: str, browser: Any) -> None:
     assignment_list(student1)
     student1.locator("#submitted_assignments_list button:has-text('Fetch Feedback')").first.click()
     feedback = feedback_file("student1")
-    shot(student1, "09-student1-feedback-fetched")
+    shot(student1, "11-student1-feedback-fetched")
     student1.goto(f"{BASE}/user/student1/files/{feedback.relative_to('/home/student1').as_posix()}")
     body = student1.locator("body").inner_text()
-    shot(student1, "10-student1-feedback")
+    shot(student1, "12-student1-feedback")
     assert re.search(r"residual \(Score: 8\.0 / 8\.0\)", body), f"student1's feedback does not show 8 / 8:\n{body[:1500]}"
 
     check_student2_sees_only_their_own(feedback)
@@ -313,7 +318,7 @@ def grade_written_answer(page: Any, frame: Any, student: str, points: int) -> No
     with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
         score.press("Tab")                              # the change event saves the grade
     assert saved.value.ok, f"the formgrader did not save the grade: HTTP {saved.value.status}"
-    shot(page, "06-instructor-manual-grade")
+    shot(page, "08-instructor-manual-grade")
     go_to_manage_assignments(page)
 
 
