@@ -86,7 +86,7 @@ def source_digest() -> str:
     """A hash of what the shared environment is built from: pyproject.toml and the library's files."""
     digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes())
     for path in sorted((REPO / "lib").rglob("*.py")):
-        digest.update(path.as_posix().encode() + path.read_bytes())
+        digest.update(path.relative_to(REPO).as_posix().encode() + path.read_bytes())
     return digest.hexdigest()
 
 
