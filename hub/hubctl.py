@@ -63,8 +63,9 @@ def run(cmd: list[str], **kwargs) -> None:
 
 
 def user_env(user: str) -> list[str]:
-    """`env` arguments for a command run as `user` with the shared environment first on PATH."""
-    return ["env", f"HOME=/home/{user}", f"USER={user}", f"PATH={VENV}/bin:/usr/local/bin:/usr/bin:/bin"]
+    """`env` arguments for a command run as `user`: a clean environment with the shared one first on PATH."""
+    return ["env", "-i", f"HOME=/home/{user}", f"USER={user}", f"LOGNAME={user}", "LANG=C.UTF-8",
+            f"PATH={VENV}/bin:/usr/local/bin:/usr/bin:/bin"]
 
 
 def as_user(user: str, cmd: list[str], cwd: Path | None = None) -> None:

@@ -64,8 +64,9 @@ def make(target: str) -> subprocess.CompletedProcess:
 
 
 def as_user(user: str, *cmd: str, cwd: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """Run a command as a hub user, with the hub's environment on PATH (what their terminal would do)."""
-    env = ["env", f"HOME=/home/{user}", f"PATH={HUB_HOME}/venv/bin:/usr/bin:/bin"]
+    """Run a command as a hub user in a clean environment with the hub's Python first on PATH (as their terminal)."""
+    env = ["env", "-i", f"HOME=/home/{user}", f"USER={user}", f"LOGNAME={user}", "LANG=C.UTF-8",
+           f"PATH={HUB_HOME}/venv/bin:/usr/bin:/bin"]
     return subprocess.run(["runuser", "-u", user, "--", *env, *cmd], cwd=cwd, input=stdin,
                           capture_output=True, text=True, timeout=600)
 
