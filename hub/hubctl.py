@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Start (`up`) and stop (`down`) the course's JupyterHub on 127.0.0.1 with real Unix users: `make hub`, `make hub-down`.
+"""Start (`up`) and stop (`down`) the course's JupyterHub on 127.0.0.1 with real Unix users (`make hub`, `hub-down`).
 
 up   builds a Python environment every user can read (/opt/addnorm-hub/venv, from Debian's python3.11) and
      configurable-http-proxy (npm), creates the users (an instructor and three students, homes 0700), nbgrader's
@@ -59,7 +59,8 @@ def run(cmd: list[str], **kwargs) -> None:
     """Run a command; stop with its output if it fails."""
     result = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
     if result.returncode != 0:
-        sys.exit(f"[hub] failed ({result.returncode}): {' '.join(map(str, cmd))}\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+        output = result.stdout[-3000:] + result.stderr[-3000:]
+        sys.exit(f"[hub] failed ({result.returncode}): {' '.join(map(str, cmd))}\n{output}")
 
 
 def user_env(user: str) -> list[str]:

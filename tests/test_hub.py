@@ -301,7 +301,7 @@ def test_course_cycle_on_the_hub(hub: str, browser: Any) -> None:
     student1.goto(f"{BASE}/user/student1/files/{feedback.relative_to('/home/student1').as_posix()}")
     body = student1.locator("body").inner_text()
     shot(student1, "12-student1-feedback")
-    assert re.search(r"residual \(Score: 8\.0 / 8\.0\)", body), f"student1's feedback does not show 8 / 8:\n{body[:1500]}"
+    assert re.search(r"residual \(Score: 8\.0 / 8\.0\)", body), f"student1's feedback lacks 8 / 8:\n{body[:1500]}"
 
     check_student2_sees_only_their_own(feedback)
     print(f"hub browser cycle: {time.monotonic() - started:.0f} s; user servers' memory: {server_memory()}")
@@ -354,7 +354,7 @@ def feedback_file(student: str, timeout: float = 60) -> Path:
 
 
 def check_student2_sees_only_their_own(student1_feedback: Path) -> None:
-    """As the Unix user student2: only their own work is readable; student1's, the exchange's and the instructor's not."""
+    """As the Unix user student2: their own work is readable; student1's, the exchange's, the instructor's are not."""
     own = as_user("student2", "cat", f"/home/student2/{ASSIGNMENT}/{NOTEBOOK}")
     assert own.returncode == 0 and "not self.norm_first" in own.stdout, "student2 cannot read their own notebook"
     forbidden = {
