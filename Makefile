@@ -48,7 +48,7 @@ test: $(STAMP) graphviz browser
 # Without a course hub, the Assignment List uses a private exchange in .exchange/ (see hub/solo/nbgrader_config.py).
 lab: $(STAMP)
 	@mkdir -p .exchange
-	JUPYTER_CONFIG_PATH=$(CURDIR)/hub/solo ADDNORM_LOCAL_EXCHANGE=$(CURDIR)/.exchange \
+	JUPYTER_CONFIG_PATH=$(CURDIR)/hub/solo$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) ADDNORM_LOCAL_EXCHANGE=$(CURDIR)/.exchange \
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/lab/tree/exercises $(if $(filter 0,$(shell id -u)),--allow-root)
 
 exercises: $(STAMP)
