@@ -6,6 +6,8 @@
 #   make exercises  regenerate exercises/ from solutions/ with nbgrader
 #   make serve      serve the built site on http://127.0.0.1:8000
 #   make clean      remove build outputs
+#   make hub        start a course JupyterHub on 127.0.0.1 with an instructor and three students (root)
+#   make hub-down   stop it and remove its users
 # Every target creates .venv on first use, and re-installs when pyproject.toml changes.
 
 PYTHON ?= python3
@@ -15,7 +17,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: book test test-fast lab exercises serve clean graphviz browser sweep
+.PHONY: book test test-fast lab exercises serve clean graphviz browser sweep hub hub-down
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,13 +31,13 @@ APT_INSTALL = apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get insta
 
 # The diagrams are drawn by Graphviz's `dot` when the book is built.
 graphviz:
-	@command -v dot >/dev/null || $(APT_INSTALL) graphviz >/dev/null
+	@command -v dot >/dev/null || { $(APT_INSTALL) graphviz >/dev/null; }
 
 # The website tests drive Debian's Chromium (a test tool's own browser download does not work offline);
 # the CJK font lets the glossary's Chinese terms render in its screenshots.
 browser:
-	@test -x /usr/bin/chromium || $(APT_INSTALL) chromium >/dev/null
-	@test -d /usr/share/fonts/opentype/noto || $(APT_INSTALL) fonts-noto-cjk >/dev/null
+	@test -x /usr/bin/chromium || { $(APT_INSTALL) chromium >/dev/null; }
+	@test -d /usr/share/fonts/opentype/noto || { $(APT_INSTALL) fonts-noto-cjk >/dev/null; }
 
 # Jupyter Book's execution cache does not notice a change in an imported module (addnorm): make drops the
 # cache when a file under lib/ is newer than the last build, and always on CI, which executes every chapter afresh.
@@ -55,7 +57,10 @@ test: $(STAMP) graphviz browser
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
+# Without a course hub, the Assignment List uses a private exchange in .exchange/ (see hub/solo/nbgrader_config.py).
 lab: $(STAMP)
+	@mkdir -p .exchange
+	JUPYTER_CONFIG_PATH=$(CURDIR)/hub/solo$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) ADDNORM_LOCAL_EXCHANGE=$(CURDIR)/.exchange \
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/lab/tree/exercises $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # nbgrader's generate_assignment, run in a throw-away course directory (so no gradebook.db lands here); its
@@ -79,3 +84,12 @@ clean:
 # data/depth_lr_sweep.json, which the chapters read. One cell: python tools/sweep.py --only pre_ln --depth 6 --lr 3e-3 --seed 0
 sweep: $(STAMP)
 	$(BIN)/python tools/sweep.py
+
+# The course JupyterHub (needs root: it creates Unix users). hub/hubctl.py builds its shared environment in
+# /opt/addnorm-hub (from Debian's python3.11, with configurable-http-proxy from npm), then starts it; see hub/.
+hub:
+	@command -v npm >/dev/null || { $(APT_INSTALL) npm >/dev/null; }
+	@/usr/bin/python3 hub/hubctl.py up
+
+hub-down:
+	@/usr/bin/python3 hub/hubctl.py down

@@ -1,0 +1,344 @@
+#!/usr/bin/env python3
+"""Start (`up`) and stop (`down`) the course's JupyterHub on 127.0.0.1 with real Unix users (`make hub`, `hub-down`).
+
+up   builds a Python environment every user can read (/opt/addnorm-hub/venv, from Debian's python3.11) and
+     configurable-http-proxy (npm), creates the users (an instructor and three students, homes 0700), nbgrader's
+     exchange folder and the instructor's course, then starts JupyterHub in the background (PID in state/hub.pid).
+down stops the hub, every user server it recorded and any process left of the hub's users (by PID), removes the
+     users with their homes, the course's exchange folder and the hub's state. The environment stays: it is slow
+     to build, and holds nobody's data. Both are safe to run twice, and `down` after a failed or interrupted `up`.
+
+Only the standard library: it runs before the shared environment exists. (Why home-made: JupyterHub and nbgrader
+document these steps but ship no command that performs them for local Unix users.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+HUB_HOME = Path(os.environ.get("ADDNORM_HUB_HOME", "/opt/addnorm-hub"))
+VENV = HUB_HOME / "venv"
+NODE = HUB_HOME / "node"
+STATE = HUB_HOME / "state"
+PORT = int(os.environ.get("ADDNORM_HUB_PORT", "8000"))
+SYSTEM_PYTHON = "/usr/bin/python3.11"          # Debian's: root's own Python may live where users cannot read
+PROXY_VERSION = "5.3.0"                        # configurable-http-proxy, from npm
+INSTRUCTOR = "instructor"
+STUDENTS = ("student1", "student2", "student3")
+USERS = (INSTRUCTOR, *STUDENTS)
+MARKER = "addnorm course hub"                  # the users' comment field: `down` removes only users that carry it
+COURSE_ID = "addnorm"
+COURSE = Path("/home") / INSTRUCTOR / COURSE_ID
+EXCHANGE = Path("/usr/local/share/nbgrader/exchange")   # nbgrader 0.9.6's default exchange
+ASSIGNMENTS = ("01_residual", "02_layer_norm", "03_encoder_stack", "04_decoder_stack", "05_positional_encoding")
+NOT_COURSE = (".git", ".venv", "_build", "node_modules", "__pycache__", ".pytest_cache", "*.egg-info",
+              ".ipynb_checkpoints", "gradebook.db", "submitted", "autograded", "feedback", ".exchange")
+
+
+def say(message: str) -> None:
+    """Print one progress line."""
+    print(f"[hub] {message}", flush=True)
+
+
+def run(cmd: list[str], **kwargs) -> None:
+    """Run a command; stop with its output if it fails."""
+    result = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        output = result.stdout[-3000:] + result.stderr[-3000:]
+        sys.exit(f"[hub] failed ({result.returncode}): {' '.join(map(str, cmd))}\n{output}")
+
+
+def user_env(user: str) -> list[str]:
+    """`env` arguments for a command run as `user`: a clean environment with the shared one first on PATH."""
+    return ["env", "-i", f"HOME=/home/{user}", f"USER={user}", f"LOGNAME={user}", "LANG=C.UTF-8",
+            f"PATH={VENV}/bin:/usr/local/bin:/usr/bin:/bin"]
+
+
+def as_user(user: str, cmd: list[str], cwd: Path | None = None) -> None:
+    """Run a command as a hub user (runuser: there is no sudo here)."""
+    run(["runuser", "-u", user, "--", *user_env(user), *cmd], cwd=cwd)
+
+
+def require_root(what: str) -> None:
+    """Exit with one sentence when not root."""
+    if os.geteuid() != 0:
+        sys.exit(f"make {what} needs root: it creates and removes the Unix users of the course hub "
+                 f"(run it as root, e.g. `sudo make {what}`).")
+
+
+# --------------------------------------------------------------------------- up
+
+
+def source_digest() -> str:
+    """A hash of what the shared environment is built from: pyproject.toml and the library's files."""
+    digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes())
+    for path in sorted((REPO / "lib").rglob("*.py")):
+        digest.update(path.relative_to(REPO).as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def ensure_environment() -> None:
+    """Build the shared venv (course + hub extras, the library installed as a copy) unless it is up to date."""
+    stamp = VENV / ".addnorm-installed"
+    if stamp.is_file() and stamp.read_text() == source_digest():
+        return
+    say(f"building the shared Python environment in {VENV} (a few minutes the first time)")
+    HUB_HOME.mkdir(mode=0o755, parents=True, exist_ok=True)
+    if not (VENV / "bin" / "python").exists():
+        run([SYSTEM_PYTHON, "-m", "venv", str(VENV)])
+    with tempfile.TemporaryDirectory() as tmp:        # build from a copy: pip would leave build/ in the repository
+        shutil.copy(REPO / "pyproject.toml", tmp)
+        shutil.copy(REPO / "README.md", tmp)
+        shutil.copytree(REPO / "lib", Path(tmp) / "lib", ignore=shutil.ignore_patterns(*NOT_COURSE))
+        pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        run([*pip, f"{tmp}[course,hub]"])
+        run([*pip, "--no-deps", "--force-reinstall", tmp])     # the library as it is now, same version or not
+    stamp.write_text(source_digest())
+
+
+def ensure_proxy() -> None:
+    """Install configurable-http-proxy from npm into the hub's folder."""
+    package = NODE / "node_modules" / "configurable-http-proxy" / "package.json"
+    if package.is_file() and json.loads(package.read_text())["version"] == PROXY_VERSION:
+        return
+    say(f"installing configurable-http-proxy {PROXY_VERSION} from npm")
+    run(["npm", "install", "--prefix", str(NODE), "--no-audit", "--no-fund", "--loglevel=error",
+         f"configurable-http-proxy@{PROXY_VERSION}"])
+
+
+def hub_user(name: str) -> pwd.struct_passwd | None:
+    """The Unix user `name` if it exists."""
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        return None
+
+
+def ensure_users() -> None:
+    """Create the instructor and the students (homes mode 0700: Debian's useradd makes them 0755)."""
+    for name in USERS:
+        user = hub_user(name)
+        if user is None:
+            run(["useradd", "--create-home", "--comment", MARKER, "--shell", "/bin/bash", name])
+        elif user.pw_gecos != MARKER:
+            sys.exit(f"[hub] a user named {name!r} already exists and was not made by `make hub`: not touching it.")
+        os.chmod(f"/home/{name}", 0o700)
+
+
+def ensure_exchange() -> None:
+    """nbgrader's exchange: everyone may write, nobody may delete another's files (mode 1777)."""
+    if not EXCHANGE.is_dir():
+        EXCHANGE.mkdir(parents=True)
+        (STATE / "made-exchange").touch()            # so that `down` removes it again
+    os.chmod(EXCHANGE, 0o1777)
+
+
+def install_settings() -> None:
+    """Copy the Jupyter settings: everyone's nbgrader config into the environment, the per-role ones beside it."""
+    etc = HUB_HOME / "etc"
+    shutil.rmtree(etc, ignore_errors=True)
+    shutil.copytree(REPO / "hub" / "jupyter", etc)
+    global_config = VENV / "etc" / "jupyter"
+    global_config.mkdir(parents=True, exist_ok=True)
+    shutil.copy(etc / "everyone" / "nbgrader_config.py", global_config / "nbgrader_config.py")
+    lab_settings = VENV / "share" / "jupyter" / "lab" / "settings"     # no news or update checks: loopback only
+    lab_settings.mkdir(parents=True, exist_ok=True)
+    shutil.copy(etc / "lab-overrides.json", lab_settings / "overrides.json")
+    for path in [etc, *etc.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def ensure_course() -> None:
+    """The instructor's course directory: a copy of the course, its assignments generated, the students enrolled."""
+    ready = STATE / "course-ready"
+    if ready.is_file():
+        return
+    say(f"setting up the course in {COURSE}")
+    shutil.rmtree(COURSE, ignore_errors=True)        # an interrupted earlier set-up
+    shutil.copytree(REPO, COURSE, ignore=shutil.ignore_patterns(*NOT_COURSE))
+    jupyter_dir = Path("/home") / INSTRUCTOR / ".jupyter"
+    jupyter_dir.mkdir(exist_ok=True)
+    (jupyter_dir / "nbgrader_config.py").write_text(
+        f'c = get_config()  # noqa: F821\nc.CourseDirectory.root = "{COURSE}"\n')
+    run(["chown", "-R", f"{INSTRUCTOR}:{INSTRUCTOR}", str(COURSE), str(jupyter_dir)])
+    for assignment in ASSIGNMENTS:                   # one id per call
+        as_user(INSTRUCTOR, ["nbgrader", "generate_assignment", assignment, "--force"], cwd=COURSE)
+    for student in STUDENTS:
+        as_user(INSTRUCTOR, ["nbgrader", "db", "student", "add", student], cwd=COURSE)
+    ready.touch()
+
+
+def running_pid(pid_file: Path, command_word: str) -> int | None:
+    """The PID in `pid_file` if that process is alive and its command line contains `command_word`."""
+    try:
+        pid = int(pid_file.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError):
+        return None
+    return pid if command_word in cmdline else None
+
+
+def hub_environment(password: str) -> dict[str, str]:
+    """The environment JupyterHub runs with: what hub/jupyterhub_config.py reads, the proxy and venv on PATH."""
+    return {
+        **os.environ,
+        "PATH": f"{VENV}/bin:{NODE}/node_modules/.bin:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "ADDNORM_HUB_HOME": str(HUB_HOME), "ADDNORM_HUB_PORT": str(PORT), "ADDNORM_HUB_PASSWORD": password,
+        "ADDNORM_HUB_INSTRUCTOR": INSTRUCTOR, "ADDNORM_HUB_STUDENTS": " ".join(STUDENTS),
+    }
+
+
+def wait_for_hub(pid: int, log: Path, timeout: float = 90) -> None:
+    """Wait until the hub answers on its port; stop with its log if it dies or does not answer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists():
+            sys.exit(f"[hub] JupyterHub exited at start; its log ({log}):\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/hub/api", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    sys.exit(f"[hub] JupyterHub did not answer on 127.0.0.1:{PORT} within {timeout:.0f} s; see {log}")
+
+
+def start_hub() -> None:
+    """Start JupyterHub in its own session, record its PID, and wait until it answers."""
+    password_file = STATE / "password"
+    if not password_file.is_file():
+        password_file.write_text(secrets.token_urlsafe(12))
+        password_file.chmod(0o600)
+    password = password_file.read_text().strip()
+    if running_pid(STATE / "hub.pid", "jupyterhub") is None:
+        say(f"starting JupyterHub on http://127.0.0.1:{PORT}")
+        log = STATE / "hub.log"
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                [str(VENV / "bin" / "jupyterhub"), "-f", str(REPO / "hub" / "jupyterhub_config.py")],
+                cwd=STATE, env=hub_environment(password), stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True)
+        (STATE / "hub.pid").write_text(str(process.pid))
+        wait_for_hub(process.pid, log)
+    else:
+        say("JupyterHub is already running")
+    say(f"open http://127.0.0.1:{PORT} — users: {', '.join(USERS)}; password: {password} "
+        f"(also in {password_file}); stop with `make hub-down`")
+
+
+def up() -> None:
+    """Everything `make hub` does, in order."""
+    require_root("hub")
+    os.umask(0o022)
+    ensure_environment()
+    ensure_proxy()
+    STATE.mkdir(parents=True, exist_ok=True)
+    STATE.chmod(0o700)
+    ensure_users()
+    ensure_exchange()
+    install_settings()
+    ensure_course()
+    start_hub()
+
+
+# --------------------------------------------------------------------------- down
+
+
+def process_ids_of(uids: set[int]) -> list[int]:
+    """The PIDs of every process whose real user is one of `uids`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid in uids:
+                    found.append(int(entry.name))
+            except OSError:
+                pass                                  # it ended meanwhile
+    return found
+
+
+def stop(pids: list[int], grace: float = 10) -> None:
+    """SIGTERM each PID, then SIGKILL what is still alive after `grace` seconds."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2)):
+        alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+        for pid in alive:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while alive and time.monotonic() < deadline:
+            alive = [pid for pid in alive if Path(f"/proc/{pid}").exists() and not _is_zombie(pid)]
+            time.sleep(0.2)
+
+
+def _is_zombie(pid: int) -> bool:
+    """Whether a process has ended and only waits for its parent to collect it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def recorded_server_pids() -> list[int]:
+    """The user servers' PIDs, as LocalProcessSpawner recorded them in the hub's database."""
+    database = STATE / "jupyterhub.sqlite"
+    if not database.is_file():
+        return []
+    with sqlite3.connect(database) as connection:
+        states = [row[0] for row in connection.execute("select state from spawners where state is not null")]
+    return [json.loads(state).get("pid") for state in states if state and json.loads(state).get("pid")]
+
+
+def down() -> None:
+    """Everything `make hub-down` does: processes by PID, then users and homes, the exchange and the state."""
+    require_root("hub-down")
+    hub = running_pid(STATE / "hub.pid", "jupyterhub")
+    if hub:
+        say("stopping JupyterHub (it stops the user servers)")
+        stop([hub], grace=30)
+    proxy = running_pid(STATE / "jupyterhub-proxy.pid", "configurable-http-proxy")
+    ours = {user.pw_uid for user in map(hub_user, USERS) if user and user.pw_gecos == MARKER}
+    servers = [pid for pid in recorded_server_pids() if Path(f"/proc/{pid}").exists()
+               and Path(f"/proc/{pid}").stat().st_uid in ours]
+    stop([pid for pid in [proxy, *servers] if pid])
+    stop(process_ids_of(ours))                       # kernels and terminals a killed server left behind
+    for name in USERS:
+        user = hub_user(name)
+        if user and user.pw_gecos == MARKER:
+            run(["userdel", "--remove", name])
+            say(f"removed user {name} and /home/{name}")
+    shutil.rmtree(EXCHANGE / COURSE_ID, ignore_errors=True)
+    if (STATE / "made-exchange").exists():
+        for folder in (EXCHANGE, EXCHANGE.parent):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+    shutil.rmtree(STATE, ignore_errors=True)
+    say("the course hub is down; its users, homes and exchange are gone")
+
+
+def main() -> None:
+    """Parse `up` or `down` and run it."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("action", choices=["up", "down"])
+    {"up": up, "down": down}[parser.parse_args().action]()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,384 @@
+"""The course JupyterHub, one assignment's whole nbgrader cycle, in headless Chromium (`make hub` / `make hub-down`).
+
+The test starts the hub exactly as a person does (`make hub`: real Unix users `instructor`, `student1`..`student3`,
+the exchange in /usr/local/share/nbgrader/exchange), then, in the browser, with every request to a host other than
+127.0.0.1 aborted:
+
+1. the instructor opens the formgrader (its pages, not a blank panel) and releases 01_residual;
+2. student1 opens the Assignment List, fetches, writes a correct solution, submits; student2 submits a wrong one
+   (Post-LN and Pre-LN swapped); neither student's menu has Formgrader or Create Assignment;
+3. the instructor collects in the formgrader, autogrades (`nbgrader autograde 01_residual` as the instructor, the
+   command the guide gives), enters a manual grade for the written answer, generates and releases feedback;
+4. student1 fetches the feedback and sees their own score;
+5. as the Unix user student2 (runuser): student1's work, the exchange's inbound and feedback listings, the
+   instructor's solutions/ and gradebook are all unreadable, while student2's own notebook is readable.
+
+Finally `make hub-down` runs and the test checks that no user, home or process of the hub is left. Screenshots of
+each step go to _build/screenshots/hub/. Any hub already running is taken down first (it needs a clean course).
+Needs root (it creates users): skipped otherwise, with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the course hub creates Unix users: run the tests as root"),
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+HUB_HOME = Path("/opt/addnorm-hub")
+BASE = "http://127.0.0.1:8000"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]
+USERS = ("instructor", "student1", "student2", "student3")
+COURSE = Path("/home/instructor/addnorm")
+EXCHANGE = Path("/usr/local/share/nbgrader/exchange/addnorm")
+ASSIGNMENT = "01_residual"
+NOTEBOOK = "residual.ipynb"
+SHOTS = ROOT / "_build" / "screenshots" / "hub"
+TIMEOUT_MS = 120_000
+WRITTEN_ANSWER = ("Post-LN normalizes after every addition, so the stream is re-scaled at every block. In Pre-LN "
+                  "the stream is an un-normalized running sum that grows with depth; a final LayerNorm is needed.")
+
+
+def make(target: str) -> subprocess.CompletedProcess:
+    """Run `make <target>` in the repository, as a person would."""
+    return subprocess.run(["make", "-C", str(ROOT), target], capture_output=True, text=True, timeout=1200)
+
+
+def as_user(user: str, *cmd: str, cwd: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run a command as a hub user in a clean environment with the hub's Python first on PATH (as their terminal)."""
+    env = ["env", "-i", f"HOME=/home/{user}", f"USER={user}", f"LOGNAME={user}", "LANG=C.UTF-8",
+           f"PATH={HUB_HOME}/venv/bin:/usr/bin:/bin"]
+    return subprocess.run(["runuser", "-u", user, "--", *env, *cmd], cwd=cwd, input=stdin,
+                          capture_output=True, text=True, timeout=600)
+
+
+def processes_of(uids: set[int]) -> list[int]:
+    """PIDs of live processes owned by any of `uids`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid in uids:
+                pids.append(int(entry.name))
+        except OSError:
+            pass
+    return pids
+
+
+# --------------------------------------------------------------------------- the hub and the browser
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[str]:
+    """A fresh course hub started with `make hub`; `make hub-down` afterwards must leave nothing behind."""
+    make("hub-down")                                   # a clean course, whatever ran before
+    shutil.rmtree(SHOTS, ignore_errors=True)
+    started = time.monotonic()
+    result = make("hub")
+    assert result.returncode == 0, f"make hub failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    print(f"make hub: {time.monotonic() - started:.0f} s")
+    again = make("hub")
+    assert again.returncode == 0 and "already running" in again.stdout, f"a second make hub:\n{again.stdout}"
+    uids = {pwd.getpwnam(user).pw_uid for user in USERS}
+    for user in USERS:
+        assert os.stat(f"/home/{user}").st_mode & 0o777 == 0o700, f"/home/{user} must be mode 0700"
+    try:
+        yield (HUB_HOME / "state" / "password").read_text().strip()
+    finally:
+        down = make("hub-down")
+        assert down.returncode == 0, f"make hub-down failed:\n{down.stdout}\n{down.stderr}"
+        left_users = [user for user in USERS if _exists(user)]
+        left_homes = [user for user in USERS if Path(f"/home/{user}").exists()]
+        assert not left_users and not left_homes, f"make hub-down left users {left_users}, homes {left_homes}"
+        assert not processes_of(uids), "make hub-down left processes of the hub's users"
+        assert not (HUB_HOME / "state").exists() and not EXCHANGE.exists()
+
+
+def _exists(user: str) -> bool:
+    """Whether a Unix user of that name exists."""
+    try:
+        pwd.getpwnam(user)
+        return True
+    except KeyError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Debian Chromium through Playwright (fails, not skips, when missing: `make browser` installs it)."""
+    if not CHROMIUM.is_file():
+        pytest.fail(f"{CHROMIUM} is missing: install it with `make browser`")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def loopback_only(route: Any) -> None:
+    """Let requests to 127.0.0.1 through; abort every other host."""
+    if urlsplit(route.request.url).hostname in {"127.0.0.1", "localhost"}:
+        route.continue_()
+    else:
+        route.abort()
+
+
+def log_in(browser: Any, user: str, password: str) -> Any:
+    """A page in a fresh browser context, logged in as `user`, with their JupyterLab loaded."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.route("**/*", loopback_only)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(f"{BASE}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", password)
+    page.click("#login_submit")
+    page.wait_for_selector("#jp-main-dock-panel")
+    page.wait_for_selector(".jp-DirListing-content")
+    return page
+
+
+def shot(page: Any, name: str) -> None:
+    """Save a screenshot of the page as _build/screenshots/hub/<name>.png."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def nbgrader_menu(page: Any, screenshot: str) -> list[str]:
+    """The entries of JupyterLab's Nbgrader menu, with a screenshot of it open (it is closed again afterwards)."""
+    page.click(".lm-MenuBar-itemLabel:text-is('Nbgrader')")
+    entries = page.locator(".lm-Menu .lm-Menu-itemLabel").all_inner_texts()
+    shot(page, screenshot)
+    page.keyboard.press("Escape")
+    return [entry.strip() for entry in entries]
+
+
+def open_from_menu(page: Any, entry: str) -> None:
+    """Open an entry of the Nbgrader menu."""
+    page.click(".lm-MenuBar-itemLabel:text-is('Nbgrader')")
+    page.click(f".lm-Menu .lm-Menu-itemLabel:text-is('{entry}')")
+
+
+# --------------------------------------------------------------------------- the formgrader (inside JupyterLab)
+
+
+def formgrader(page: Any) -> Any:
+    """The formgrader's frame in the instructor's JupyterLab, on Manage Assignments, with its table loaded."""
+    with page.expect_response(lambda response: "/formgrader/manage_assignments" in response.url) as loaded:
+        open_from_menu(page, "Formgrader")
+    policy = loaded.value.headers.get("content-security-policy", "")
+    assert "frame-ancestors 'self'" in policy, f"the formgrader may not be framed by JupyterLab: CSP {policy!r}"
+    frame = page.frame_locator("iframe[src*='formgrader']")
+    frame.locator("h1:text-is('Manage Assignments')").wait_for()
+    frame.locator(f"td.name:has-text('{ASSIGNMENT}')").wait_for()
+    return frame
+
+
+def assignment_action(page: Any, frame: Any, column: str, message: str, screenshot: str) -> None:
+    """Click a Manage Assignments button (release, collect, ...) for the assignment; wait for its success message."""
+    row = frame.locator("tr", has=frame.locator(f"td.name:has-text('{ASSIGNMENT}')"))
+    row.locator(f"td.{column} a").click()
+    dialog = frame.locator(".modal-dialog:visible")
+    dialog.wait_for()
+    text = dialog.inner_text()
+    shot(page, screenshot)
+    assert message in text, f"formgrader {column}: expected {message!r}, got:\n{text}"
+    dialog.locator("button:has-text('OK')").click()
+    dialog.wait_for(state="hidden")
+
+
+# --------------------------------------------------------------------------- the students' side
+
+
+def assignment_list(page: Any) -> None:
+    """Open the Assignment List and wait until it has loaded the released assignments."""
+    open_from_menu(page, "Assignment List")
+    page.wait_for_selector(f"#released_assignments_list:has-text('{ASSIGNMENT}'), "
+                           f"#fetched_assignments_list:has-text('{ASSIGNMENT}')")
+
+
+def solved(notebook: dict, correct: bool) -> dict:
+    """The fetched notebook with the instructor's solution code pasted in (Post-/Pre-LN swapped unless `correct`)."""
+    source = json.loads((ROOT / "solutions" / ASSIGNMENT / NOTEBOOK).read_text())
+    solutions = {cell["metadata"]["nbgrader"]["grade_id"]: "".join(cell["source"])
+                 for cell in source["cells"] if cell["metadata"].get("nbgrader", {}).get("solution")}
+    for cell in notebook["cells"]:
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if grade_id in solutions and cell["cell_type"] == "code":
+            code = "\n".join(line for line in solutions[grade_id].split("\n") if "### " not in line)
+            cell["source"] = code if correct else code.replace("if self.norm_first:", "if not self.norm_first:")
+        elif grade_id in solutions:
+            cell["source"] = WRITTEN_ANSWER
+    return notebook
+
+
+def write_solution(student: str, correct: bool) -> None:
+    """Write the student's answers into their fetched notebook, as that Unix user."""
+    path = Path(f"/home/{student}/{ASSIGNMENT}/{NOTEBOOK}")
+    notebook = solved(json.loads(path.read_text()), correct)
+    result = as_user(student, "sh", "-c", 'cat > "$0"', str(path), stdin=json.dumps(notebook, indent=1))
+    assert result.returncode == 0, result.stderr
+
+
+def fetch_and_submit(browser: Any, password: str, student: str, correct: bool) -> Any:
+    """A student logs in, fetches the assignment in the Assignment List, answers, and submits it there."""
+    page = log_in(browser, student, password)
+    menu = nbgrader_menu(page, f"04-{student}-menu")
+    assert "Assignment List" in menu and not {"Formgrader", "Create assignment", "Course List"} & set(menu), (
+        f"{student}'s Nbgrader menu should offer only the student tools, it has {menu}")
+    formgrader_page = page.context.request.get(f"{BASE}/user/{student}/formgrader/manage_assignments")
+    assert formgrader_page.status == 404, f"{student}'s server serves the formgrader (HTTP {formgrader_page.status})"
+    assignment_list(page)
+    page.locator("#released_assignments_list button:has-text('Fetch')").first.click()
+    page.wait_for_selector(f"#fetched_assignments_list:has-text('{ASSIGNMENT}')")
+    shot(page, f"05-{student}-fetched")
+    write_solution(student, correct)
+    page.locator("#fetched_assignments_list button:has-text('Submit')").first.click()
+    page.wait_for_selector(f"#submitted_assignments_list:has-text('{ASSIGNMENT}')")
+    shot(page, f"06-{student}-submitted")
+    return page
+
+
+# --------------------------------------------------------------------------- the cycle
+
+
+def test_course_cycle_on_the_hub(hub: str, browser: Any) -> None:
+    """Release, fetch, submit, collect, autograde, manual grade, feedback on the hub; students see only their own."""
+    started = time.monotonic()
+    password = hub
+
+    teacher = log_in(browser, "instructor", password)
+    assert {"Formgrader", "Create assignment", "Assignment List"} <= set(nbgrader_menu(teacher, "01-instructor-menu"))
+    frame = formgrader(teacher)
+    shot(teacher, "02-instructor-formgrader")
+    assignment_action(teacher, frame, "release", f"Successfully released '{ASSIGNMENT}'", "03-instructor-released")
+
+    student1 = fetch_and_submit(browser, password, "student1", correct=True)
+    student2 = fetch_and_submit(browser, password, "student2", correct=False)
+    student2.context.close()
+
+    frame.locator("a:text-is('Manage Assignments')").click()            # reload it: now with a Collect button
+    assignment_action(teacher, frame, "collect", f"Successfully collected submissions of '{ASSIGNMENT}'",
+                      "07-instructor-collected")
+    for student in ("student1", "student2"):
+        assert (COURSE / "submitted" / student / ASSIGNMENT / NOTEBOOK).is_file(), f"{student}'s work not collected"
+    graded = as_user("instructor", "nbgrader", "autograde", ASSIGNMENT, cwd=COURSE)
+    assert graded.returncode == 0, f"autograde failed:\n{graded.stdout[-3000:]}\n{graded.stderr[-3000:]}"
+
+    grade_written_answer(teacher, frame, "student1", points=2)
+    assignment_action(teacher, frame, "generate-feedback", f"Successfully generated feedback of '{ASSIGNMENT}'",
+                      "09-instructor-feedback-generated")
+    assignment_action(teacher, frame, "release-feedback", f"Successfully released feedback of '{ASSIGNMENT}'",
+                      "10-instructor-feedback-released")
+    assert scores() == {"student1": 8.0, "student2": 1.0}, "the gradebook's totals (out of 8) are not as expected"
+
+    student1.reload()
+    student1.wait_for_selector("#jp-main-dock-panel")
+    assignment_list(student1)
+    student1.locator("#submitted_assignments_list button:has-text('Fetch Feedback')").first.click()
+    feedback = feedback_file("student1")
+    shot(student1, "11-student1-feedback-fetched")
+    student1.goto(f"{BASE}/user/student1/files/{feedback.relative_to('/home/student1').as_posix()}")
+    body = student1.locator("body").inner_text()
+    shot(student1, "12-student1-feedback")
+    assert re.search(r"residual \(Score: 8\.0 / 8\.0\)", body), f"student1's feedback lacks 8 / 8:\n{body[:1500]}"
+
+    check_student2_sees_only_their_own(feedback)
+    print(f"hub browser cycle: {time.monotonic() - started:.0f} s; user servers' memory: {server_memory()}")
+
+
+def grade_written_answer(page: Any, frame: Any, student: str, points: int) -> None:
+    """In the formgrader, open the student's notebook (Manage Students) and score its written answer."""
+    frame.locator("a:text-is('Manage Students')").click()
+    frame.locator(f"a[href$='/manage_students/{student}']").click()
+    frame.locator(f"a[href$='/manage_students/{student}/{ASSIGNMENT}']").click()
+    frame.locator("a[href*='/formgrader/submissions/']").click()      # the assignment's one notebook
+    score = frame.locator("input.score.needs_manual_grade")
+    score.wait_for()
+    score.fill(str(points))
+    with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
+        score.press("Tab")                              # the change event saves the grade
+    assert saved.value.ok, f"the formgrader did not save the grade: HTTP {saved.value.status}"
+    shot(page, "08-instructor-manual-grade")
+    go_to_manage_assignments(page)
+
+
+def go_to_manage_assignments(page: Any) -> None:
+    """Navigate the formgrader frame back to Manage Assignments."""
+    frame = page.frame_locator("iframe[src*='formgrader']")
+    frame.locator("a:text-is('Manual Grading')").first.click()      # the grading page's breadcrumb
+    frame.locator("a:text-is('Manage Assignments')").click()
+    frame.locator(f"td.name:has-text('{ASSIGNMENT}')").wait_for()
+
+
+def scores() -> dict[str, float]:
+    """Each student's total score for the assignment, from `nbgrader export` run as the instructor."""
+    exported = as_user("instructor", "nbgrader", "export", cwd=COURSE)          # writes grades.csv
+    assert exported.returncode == 0, exported.stderr
+    lines = (COURSE / "grades.csv").read_text().strip().splitlines()
+    header = lines[0].split(",")
+    rows = [line.split(",") for line in lines[1:] if line.startswith(ASSIGNMENT)]
+    return {row[header.index("student_id")]: float(row[header.index("score")])
+            for row in rows if row[header.index("timestamp")]}
+
+
+def feedback_file(student: str, timeout: float = 60) -> Path:
+    """The feedback HTML the student fetched, once it is there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = sorted(Path(f"/home/{student}/{ASSIGNMENT}/feedback").glob(f"*/{Path(NOTEBOOK).stem}.html"))
+        if found:
+            return found[-1]
+        time.sleep(0.5)
+    raise AssertionError(f"{student} fetched no feedback within {timeout:.0f} s")
+
+
+def check_student2_sees_only_their_own(student1_feedback: Path) -> None:
+    """As the Unix user student2: their own work is readable; student1's, the exchange's, the instructor's are not."""
+    own = as_user("student2", "cat", f"/home/student2/{ASSIGNMENT}/{NOTEBOOK}")
+    assert own.returncode == 0 and "not self.norm_first" in own.stdout, "student2 cannot read their own notebook"
+    forbidden = {
+        "student1's notebook": ["cat", f"/home/student1/{ASSIGNMENT}/{NOTEBOOK}"],
+        "student1's feedback": ["cat", str(student1_feedback)],
+        "student1's home": ["ls", "/home/student1"],
+        "the exchange's inbound submissions": ["ls", str(EXCHANGE / "inbound")],
+        "the exchange's feedback": ["ls", str(EXCHANGE / "feedback")],
+        "the instructor's solutions/": ["cat", str(COURSE / "solutions" / ASSIGNMENT / NOTEBOOK)],
+        "the instructor's gradebook": ["cat", str(COURSE / "gradebook.db")],
+        "the collected submissions": ["ls", str(COURSE / "submitted")],
+    }
+    readable = [what for what, cmd in forbidden.items() if as_user("student2", *cmd).returncode == 0]
+    assert not readable, f"student2 can read {readable}"
+
+
+def server_memory() -> str:
+    """The resident memory of each running user server (jupyterhub-singleuser), in MB."""
+    sizes = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"jupyterhub-singleuser" in (entry / "cmdline").read_bytes():
+                rss = next(line for line in (entry / "status").read_text().splitlines() if line.startswith("VmRSS"))
+                sizes.append(f"{pwd.getpwuid(entry.stat().st_uid).pw_name} {int(rss.split()[1]) // 1024} MB")
+        except (OSError, StopIteration, KeyError):
+            pass
+    return ", ".join(sorted(sizes))
