@@ -120,7 +120,10 @@ class SandboxedExecute(BudgetedExecute):
     def _refuse_if_unavailable(self):
         if SandboxedExecute._refusal is None:
             if not (SANDBOX / "sandbox.py").exists():
-                SandboxedExecute._refusal = f"the grading sandbox is missing: no {SANDBOX / 'sandbox.py'}."
+                SandboxedExecute._refusal = (
+                    f"the grading sandbox is missing: no {SANDBOX / 'sandbox.py'} (copy the course's tools/sandbox/ "
+                    "next to nbgrader_config.py). To grade anyway, at your own risk (student code then runs with "
+                    "your rights), set ADDNORM_UNSAFE_GRADING=1 or pass --Execute.kernel_name=python3.")
             else:
                 SandboxedExecute._refusal = _load_sandbox().missing() or ""
             if SandboxedExecute._refusal:
