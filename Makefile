@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: book test lab exercises serve clean graphviz browser
+.PHONY: book test lab exercises serve clean graphviz browser sandbox grade
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,7 +40,7 @@ book: $(STAMP) graphviz
 	$(BIN)/python tools/build_book.py
 	@echo "Open file://$(abspath _build/html/index.html)   (or: make serve)"
 
-test: $(STAMP) graphviz browser
+test: $(STAMP) graphviz browser sandbox
 	$(BIN)/python -m pytest
 
 lab: $(STAMP)
@@ -57,3 +57,15 @@ clean:
 	rm -rf _build .pytest_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
 	rm -rf gradebook.db submitted autograded feedback
+
+# Autograding runs each submission's kernel in a sandbox (tools/sandbox/, see guide/instructors.md): bubblewrap
+# from Debian and, when grading as root, an unprivileged system user for the kernels (also made at first use).
+GRADER_USER := addnorm-grader
+sandbox:
+	@command -v bwrap >/dev/null || { $(APT_INSTALL) bubblewrap >/dev/null; }
+	@if [ "$$(id -u)" = 0 ] && ! id -u $(GRADER_USER) >/dev/null 2>&1; then \
+	  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(GRADER_USER); fi
+
+# Autograde every student's submission of ASSIGNMENT (default: every assignment), one nbgrader process per core.
+grade: $(STAMP) sandbox
+	$(BIN)/python tools/grade_class.py "$(or $(ASSIGNMENT),*)"
