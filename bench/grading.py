@@ -36,11 +36,13 @@ import grading  # noqa: E402  (tools/grading.py)
 STUDENT = "bench"
 # Extra cells a hostile student puts before the tests of one notebook (each is contained by the sandbox).
 ATTACKS = {
-    "reads_solutions": "import glob\nprint([open(p).read() for p in glob.glob('../../../solutions/**/*.ipynb', recursive=True)])",
+    "reads_solutions": "import glob\n"
+                       "print([open(p).read() for p in glob.glob('../../../solutions/**/*.ipynb', recursive=True)])",
     "exits": "import os\nos._exit(0)",
     "memory_hog": "hog = bytearray(8 * 2**30)",
     "kills_parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
-    "forks": "import os, time\nfor _ in range(200):\n    if os.fork() == 0:\n        time.sleep(30)\n        os._exit(0)",
+    "forks": "import os, time\n"
+             "for _ in range(200):\n    if os.fork() == 0:\n        time.sleep(30)\n        os._exit(0)",
     "floods_output": "for i in range(200_000):\n    print('flood', i)",
     "writes_gradebook": "import sqlite3\nsqlite3.connect('../../../gradebook.db').execute('DELETE FROM grade')",
     "infinite_loop": "while True:\n    pass",
@@ -130,8 +132,8 @@ def graded_exactly_once(course: Path, kinds: dict[str, str]) -> list[str]:
     problems += [f"not graded: {key}" for key in sorted(expected - set(found))]
     problems += [f"graded {count} times: {key}" for key, count in sorted(found.items()) if count != 1]
     problems += [f"not in the class: {key}" for key in sorted(set(found) - expected)]
-    missing_files = [key for key in sorted(expected) if not (course / "autograded" / key[0] / key[1] / f"{key[2]}.ipynb").exists()]
-    problems += [f"no graded notebook: {key}" for key in missing_files]
+    problems += [f"no graded notebook: {key}" for key in sorted(expected)
+                 if not (course / "autograded" / key[0] / key[1] / f"{key[2]}.ipynb").exists()]
     if empty:
         problems.append(f"{empty} autograded cells without a score")
     if integrity != "ok":
@@ -160,7 +162,7 @@ def time_class(size: int, workers: int) -> int:
         print(f"parallel: {parallel_seconds:.0f} s, {workers} nbgrader processes at a time "
               f"(failed runs: {failed or 'none'})", flush=True)
 
-        problems = {name: graded_exactly_once(course, kinds) for name, course in (("serial", serial), ("parallel", parallel))}
+        problems = {"serial": graded_exactly_once(serial, kinds), "parallel": graded_exactly_once(parallel, kinds)}
         serial_scores, parallel_scores = grading.scores(serial), grading.scores(parallel)
     serial_rate, parallel_rate = size / serial_seconds * 60, size / parallel_seconds * 60
     print(f"\nclass of {size} students ({sum(k == 'correct' for k in kinds.values())} correct, "

@@ -280,7 +280,8 @@ def test_the_hidden_tests_and_the_gradebook_cannot_be_read(graded):
 
 def test_the_gradebook_and_the_course_folder_cannot_be_written(graded):
     text = graded_outputs(graded, "writes_gradebook")
-    assert "ATTEMPTED" in text and "WROTE gradebook.db" not in text and f"WROTE {graded['course']}/gradebook.db" not in text
+    assert "ATTEMPTED" in text, text[-3000:]
+    assert "WROTE gradebook.db" not in text and f"WROTE {graded['course']}/gradebook.db" not in text
     # (a write may succeed inside the sandbox, on its private RAM disks: what counts is that nothing reached the host)
     course = graded["course"]
     assert not (course / "pwned.txt").exists() and not (course / "solutions" / "pwned.txt").exists()

@@ -134,8 +134,9 @@ def bwrap_arguments(connection_dir: Path, submission: Path) -> list[str]:
     for tree in readable_trees():
         args += _bind_with_parents(tree)
     args += _bind_with_parents(connection_dir, read_only=False)
-    args += _parents(submission) + ["--perms", "0777", "--size", str(_bytes(SCRATCH_SIZE)), "--tmpfs", str(submission),
-             "--chdir", str(submission), "--remount-ro", "/"]        # the folders bwrap made for mounts: read-only
+    args += _parents(submission) + ["--perms", "0777", "--size", str(_bytes(SCRATCH_SIZE)),
+                                    "--tmpfs", str(submission), "--chdir", str(submission)]
+    args += ["--remount-ro", "/"]                  # the folders bwrap made for the mounts above: read-only
     path = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
     args += ["--setenv", "PATH", path, "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib"]
     for name in KEPT_VARIABLES:
