@@ -78,11 +78,12 @@ c.BudgetedExecute.notebook_timeout = 300
 # hides the course folder (solutions/, gradebook.db, other students' work) and every home folder, takes away the
 # network and the sight of other processes, caps memory and processes; as root, the kernel also runs as the
 # unprivileged user addnorm-grader. Where that is impossible, autograde refuses and says why. The opt-out, at your
-# own risk: ADDNORM_UNSAFE_GRADING=1, or `--Execute.kernel_name=python3`. See guide/instructors.md, "Safe grading".
+# own risk: ADDNORM_UNSAFE_GRADING=1, or `--SandboxedExecute.kernel_name=python3`. (Only autograde is sandboxed:
+# `nbgrader validate`, a learner checking their own notebook, keeps the notebook's kernel.) See guide/instructors.md,
+# "Safe grading".
 SANDBOX = Path(__file__).resolve().parent / "tools" / "sandbox"
 SANDBOX_KERNEL = "addnorm-sandbox"
 UNSAFE = os.environ.get("ADDNORM_UNSAFE_GRADING") == "1"
-c.Execute.kernel_name = "python3" if UNSAFE else SANDBOX_KERNEL
 
 
 def _load_sandbox():
@@ -123,7 +124,7 @@ class SandboxedExecute(BudgetedExecute):
                 SandboxedExecute._refusal = (
                     f"the grading sandbox is missing: no {SANDBOX / 'sandbox.py'} (copy the course's tools/sandbox/ "
                     "next to nbgrader_config.py). To grade anyway, at your own risk (student code then runs with "
-                    "your rights), set ADDNORM_UNSAFE_GRADING=1 or pass --Execute.kernel_name=python3.")
+                    "your rights), set ADDNORM_UNSAFE_GRADING=1 or pass --SandboxedExecute.kernel_name=python3.")
             else:
                 SandboxedExecute._refusal = _load_sandbox().missing() or ""
             if SandboxedExecute._refusal:
@@ -164,6 +165,7 @@ def _error(name, message):
     return new_output("error", ename=name, evalue=message, traceback=[f"{name}: {message}"])
 
 
+c.SandboxedExecute.kernel_name = "python3" if UNSAFE else SANDBOX_KERNEL
 c.Autograde.autograde_preprocessors = [
     SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties,
     CheckCellMetadata,

@@ -359,6 +359,10 @@ def test_without_the_sandbox_autograde_refuses_and_says_how_to_opt_out(graded, t
     assert unsafe.returncode == 0, unsafe.stderr[-3000:]
     code, max_code = (grading.scores(course)[("correct", ASSIGNMENT, NOTEBOOK)][k] for k in ("code", "max_code"))
     assert code == max_code > 0
+    # ... and so does the command-line form of it
+    flag = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force",
+                           "--SandboxedExecute.kernel_name=python3"], cwd=course, env=env, capture_output=True, text=True)
+    assert flag.returncode == 0, flag.stderr[-3000:]
 
 
 def test_the_missing_pieces_are_named(monkeypatch):

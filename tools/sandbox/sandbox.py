@@ -39,7 +39,7 @@ ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd",
 KEPT_VARIABLES = ["LANG", "LC_ALL", "TZ", "PYTHONHASHSEED", "ADDNORM_PROGRESS", "MPLBACKEND", "OMP_NUM_THREADS"]
 UNSAFE_HINT = ("To grade anyway, at your own risk (student code then runs with your rights: it can read "
                "solutions/ and gradebook.db, and kill the grader), set ADDNORM_UNSAFE_GRADING=1 or pass "
-               "--Execute.kernel_name=python3.")
+               "--SandboxedExecute.kernel_name=python3.")
 
 
 def is_root() -> bool:
