@@ -361,7 +361,8 @@ def test_without_the_sandbox_autograde_refuses_and_says_how_to_opt_out(graded, t
     assert code == max_code > 0
     # ... and so does the command-line form of it
     flag = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force",
-                           "--SandboxedExecute.kernel_name=python3"], cwd=course, env=env, capture_output=True, text=True)
+                           "--SandboxedExecute.kernel_name=python3"],
+                          cwd=course, env=env, capture_output=True, text=True)
     assert flag.returncode == 0, flag.stderr[-3000:]
 
 
