@@ -173,10 +173,11 @@ def stage_submission(submission: Path, connection_dir: Path) -> None:
 
 
 def hand_connection_files_to_grader(connection_file: Path) -> None:
-    """As root: let GRADER_USER read the connection file and create its sockets next to it."""
+    """As root: let GRADER_USER read the connection file and the staged files, and create its sockets."""
     user = pwd.getpwnam(GRADER_USER)
-    for path in (connection_file.parent, connection_file):
-        os.chown(path, user.pw_uid, user.pw_gid)
+    staged = connection_file.parent / STAGED
+    for path in [connection_file.parent, connection_file, staged, *staged.rglob("*")]:
+        os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
 
 
 def main(argv: list[str]) -> int:
