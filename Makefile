@@ -17,7 +17,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: book test test-fast lab exercises serve clean graphviz browser sweep hub hub-down
+.PHONY: book test test-fast lab exercises serve clean graphviz browser sweep hub hub-down sandbox grade
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,7 +51,7 @@ book: $(STAMP) graphviz $(BOOK_LIB_STAMP)
 	$(BIN)/python tools/build_book.py
 	@echo "Open file://$(abspath _build/html/index.html)   (or: make serve)"
 
-test: $(STAMP) graphviz browser
+test: $(STAMP) graphviz browser sandbox
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)
@@ -87,9 +87,21 @@ sweep: $(STAMP)
 
 # The course JupyterHub (needs root: it creates Unix users). hub/hubctl.py builds its shared environment in
 # /opt/addnorm-hub (from Debian's python3.11, with configurable-http-proxy from npm), then starts it; see hub/.
-hub:
+hub: sandbox
 	@command -v npm >/dev/null || { $(APT_INSTALL) npm >/dev/null; }
 	@/usr/bin/python3 hub/hubctl.py up
 
 hub-down:
 	@/usr/bin/python3 hub/hubctl.py down
+
+# Autograding runs each submission's kernel in a sandbox (tools/sandbox/, see guide/instructors.md): bubblewrap
+# from Debian and, when grading as root, an unprivileged system user for the kernels (also made at first use).
+GRADER_USER := addnorm-grader
+sandbox:
+	@command -v bwrap >/dev/null || { $(APT_INSTALL) bubblewrap >/dev/null; }
+	@if [ "$$(id -u)" = 0 ] && ! id -u $(GRADER_USER) >/dev/null 2>&1; then \
+	  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(GRADER_USER); fi
+
+# Autograde every student's submission of ASSIGNMENT (default: every assignment), one nbgrader process per core.
+grade: $(STAMP) sandbox
+	$(BIN)/python tools/grade_class.py "$(or $(ASSIGNMENT),*)"

@@ -6,15 +6,23 @@ submitted/, autograded/ and feedback/ folders are created here when you grade, a
 See guide/instructors.md for the commands.
 """
 
+import importlib.util
+import os
 import re
+import shutil
+import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor, Preprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput, DeduplicateIds, Execute, GetGrades,
     IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
 )
+from jupyter_client.kernelspec import KernelSpecManager
+from nbclient.exceptions import DeadKernelError
+from nbformat.v4 import new_output
 from traitlets import Bool, Integer
 
 c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
@@ -64,8 +72,102 @@ class BudgetedExecute(Execute):
 
 
 c.BudgetedExecute.notebook_timeout = 300
+
+# --- autograde: the sandbox ------------------------------------------------------------------------------------
+# Every submission's kernel runs in the `addnorm-sandbox` kernelspec (tools/sandbox/, next to this file): bubblewrap
+# hides the course folder (solutions/, gradebook.db, other students' work) and every home folder, takes away the
+# network and the sight of other processes, caps memory and processes; as root, the kernel also runs as the
+# unprivileged user addnorm-grader. Where that is impossible, autograde refuses and says why. The opt-out, at your
+# own risk: ADDNORM_UNSAFE_GRADING=1, or `--SandboxedExecute.kernel_name=python3`. (Only autograde is sandboxed:
+# `nbgrader validate`, a learner checking their own notebook, keeps the notebook's kernel.) See guide/instructors.md,
+# "Safe grading".
+SANDBOX = Path(__file__).resolve().parent / "tools" / "sandbox"
+SANDBOX_KERNEL = "addnorm-sandbox"
+UNSAFE = os.environ.get("ADDNORM_UNSAFE_GRADING") == "1"
+
+
+def _load_sandbox():
+    """tools/sandbox/sandbox.py as a module (it is a script, not part of an installed package)."""
+    spec = importlib.util.spec_from_file_location("addnorm_sandbox", SANDBOX / "sandbox.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class SandboxUnavailable(RuntimeError):
+    """This machine cannot run the grading sandbox (the message says what is missing and the opt-out)."""
+
+
+class SandboxedExecute(BudgetedExecute):
+    """BudgetedExecute that starts the sandboxed kernel over Unix sockets, and keeps grading when the kernel dies.
+
+    A kernel that dies (os._exit, killing itself, running out of memory) costs the submission every cell not yet
+    run: each gets an error output, so its tests score zero, and the next submission is graded as usual.
+    """
+
+    _refusal = None                                     # the reason the sandbox cannot run, once known
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._kernel_died = False
+        self._connection_dirs = []
+        if self.kernel_name == SANDBOX_KERNEL:
+            self._refuse_if_unavailable()
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            for folder in self._connection_dirs:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    def _refuse_if_unavailable(self):
+        if SandboxedExecute._refusal is None:
+            if not (SANDBOX / "sandbox.py").exists():
+                SandboxedExecute._refusal = (
+                    f"the grading sandbox is missing: no {SANDBOX / 'sandbox.py'} (copy the course's tools/sandbox/ "
+                    "next to nbgrader_config.py). To grade anyway, at your own risk (student code then runs with "
+                    "your rights), set ADDNORM_UNSAFE_GRADING=1 or pass --SandboxedExecute.kernel_name=python3.")
+            else:
+                SandboxedExecute._refusal = _load_sandbox().missing() or ""
+            if SandboxedExecute._refusal:
+                self.log.error("Autograding refused: %s", SandboxedExecute._refusal)
+        if SandboxedExecute._refusal:
+            raise SandboxUnavailable("Autograding refused: " + SandboxedExecute._refusal)
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        if self.kernel_name == SANDBOX_KERNEL:
+            # A private folder per kernel for its connection file and sockets (short: Unix socket paths <= 107 bytes)
+            folder = Path(tempfile.mkdtemp(prefix="addnorm-kernel-"))
+            self._connection_dirs.append(folder)
+            km.kernel_spec_manager = KernelSpecManager(kernel_dirs=[str(SANDBOX / "kernels")])
+            km.transport = "ipc"
+            km.connection_file = str(folder / "kernel.json")
+            km.ip = str(folder / "ipc")
+        return km
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return super().preprocess_cell(cell, resources, index)
+        if self._kernel_died:
+            cell.outputs = [_error("KernelDied", "not run: the kernel stopped in an earlier cell")]
+            return cell, resources
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self._kernel_died = True
+            self.log.warning("The kernel died in cell %d; the remaining cells are marked as not run", index)
+            cell.outputs.append(_error("KernelDied", "the kernel stopped while running this cell (the code exited, "
+                                       "killed its own process, or ran out of memory or processes)"))
+            return cell, resources
+
+
+def _error(name, message):
+    """An error output, as a failing cell has one (it makes a test cell score zero)."""
+    return new_output("error", ename=name, evalue=message, traceback=[f"{name}: {message}"])
+
+
+c.SandboxedExecute.kernel_name = "python3" if UNSAFE else SANDBOX_KERNEL
 c.Autograde.autograde_preprocessors = [
-    BudgetedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties,
+    SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties,
     CheckCellMetadata,
 ]
 # Short tracebacks (only the failing line of each frame): the feedback shows the assertion message, not the

@@ -1,36 +1,56 @@
-"""How long nbgrader takes to autograde one student's five notebooks (the target: under 60 s on 2 cores).
+"""How fast nbgrader autogrades: one student's five notebooks, then a synthetic class serially and in parallel.
 
-Builds a throw-away course directory (generate_assignment for every exercise), hands in the instructor
-solutions as one student's submission, and times `nbgrader autograde "*" --student=<id>` — one process that
-sanitizes, executes (a fresh kernel per notebook, each importing torch) and scores all five notebooks. Repeats
-with `--force` and reports every run and the median; the scores are checked to be full marks.
+1. One student: builds a throw-away course directory, hands in the instructor solutions as one student's
+   submission, and times `nbgrader autograde "*" --student=<id>` (a fresh sandboxed kernel per notebook, each
+   importing torch); the scores are checked to be full marks.
+2. A class (--students N, default 20): a mix of correct, untouched (wrong) and hostile submissions of all five
+   exercises. The same class is graded twice from identical copies: serially (one `nbgrader autograde "*"`, as the
+   instructor guide says) and in parallel (tools/grade_class.py, one nbgrader process per core over disjoint
+   students, sharing the gradebook). Reports students per minute for both and their ratio, and checks that no grade
+   was lost or duplicated: every submitted (student, notebook) graded exactly once, the same scores both ways.
 
-    .venv/bin/python bench/grading.py              # 3 runs
-    .venv/bin/python bench/grading.py --repeats 1  # quicker
+    .venv/bin/python bench/grading.py                    # 1 run for one student, a class of 20
+    .venv/bin/python bench/grading.py --students 8       # quicker
+    .venv/bin/python bench/grading.py --repeats 3 --students 0   # only the one-student timing, 3 runs
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import nbformat
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
+import grade_class  # noqa: E402  (tools/grade_class.py)
 import grading  # noqa: E402  (tools/grading.py)
 
 STUDENT = "bench"
+# Extra cells a hostile student puts before the tests of one notebook (each is contained by the sandbox).
+ATTACKS = {
+    "reads_solutions": "import glob\n"
+                       "print([open(p).read() for p in glob.glob('../../../solutions/**/*.ipynb', recursive=True)])",
+    "exits": "import os\nos._exit(0)",
+    "memory_hog": "hog = bytearray(8 * 2**30)",
+    "kills_parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+    "forks": "import os, time\n"
+             "for _ in range(200):\n    if os.fork() == 0:\n        time.sleep(30)\n        os._exit(0)",
+    "floods_output": "for i in range(200_000):\n    print('flood', i)",
+    "writes_gradebook": "import sqlite3\nsqlite3.connect('../../../gradebook.db').execute('DELETE FROM grade')",
+    "infinite_loop": "while True:\n    pass",
+}
 
 
-def main(argv: list[str] | None = None) -> int:
+def time_one_student(repeats: int) -> int:
     """Time autograding one student's five notebooks; print each run, the median and the scores."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="how many times to autograde (default 3)")
-    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="addnorm-bench-") as tmp:
         course = grading.make_course(Path(tmp) / "course")
         notebooks = grading.assignments()
@@ -38,15 +58,14 @@ def main(argv: list[str] | None = None) -> int:
             source = grading.SOLUTIONS / assignment / f"{name}.ipynb"
             grading.submit(course, STUDENT, assignment, {f"{name}.ipynb": source.read_text(encoding="utf-8")})
         times = []
-        for run in range(args.repeats):
+        for run in range(repeats):
             started = time.perf_counter()
             grading.run_nbgrader(["autograde", "*", f"--student={STUDENT}", "--force"], course)
             times.append(time.perf_counter() - started)
             print(f"run {run + 1}: {times[-1]:.1f} s to autograde {len(notebooks)} notebooks", flush=True)
         scores = grading.scores(course)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"median: {statistics.median(times):.1f} s for one student's {len(notebooks)} notebooks "
-          f"({os.cpu_count()} CPUs, load average {load:.1f} at the end: other work on the machine inflates this)")
+          f"({os.cpu_count()} CPUs, load average {_load():.1f} at the end: other work on the machine inflates this)")
     total = max_total = 0.0
     for (student, assignment, name), s in sorted(scores.items()):
         print(f"  {assignment}/{name}: {s['code']:g} / {s['max_code']:g} autograded points "
@@ -56,6 +75,130 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the solutions should score full marks, got {total:g} / {max_total:g}")
         return 1
     return 0
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def with_extra_cell(text: str, code: str) -> str:
+    """A notebook with `code` as a new cell just before its first test cell."""
+    nb = nbformat.reads(text, as_version=4)
+    first_test = next(i for i, cell in enumerate(nb.cells)
+                      if cell.metadata.get("nbgrader", {}).get("grade") and cell.cell_type == "code")
+    nb.cells.insert(first_test, nbformat.v4.new_code_cell(code))
+    return nbformat.writes(nb)
+
+
+def synthetic_class(course: Path, size: int) -> dict[str, str]:
+    """Hand in `size` students' five notebooks; return student -> kind (correct, untouched, or an attack's name).
+
+    Half the class is correct, a quarter hands in the untouched exercises, a quarter attacks the grader in one
+    notebook (a different attack and notebook for each) and is correct in the other four.
+    """
+    notebooks = grading.assignments()
+    kinds = {}
+    for index in range(size):
+        student = f"s{index:03d}"
+        kind = ("correct", "correct", "untouched", "hostile")[index % 4]
+        attack = list(ATTACKS)[(index // 4) % len(ATTACKS)]
+        attacked = notebooks[(index // 4) % len(notebooks)]
+        kinds[student] = attack if kind == "hostile" else kind
+        for assignment, name in notebooks:
+            folder = grading.EXERCISES if kind == "untouched" else grading.SOLUTIONS
+            text = (folder / assignment / f"{name}.ipynb").read_text(encoding="utf-8")
+            if kind == "hostile" and (assignment, name) == attacked:
+                text = with_extra_cell(text, ATTACKS[attack])
+            grading.submit(course, student, assignment, {f"{name}.ipynb": text})
+    return kinds
+
+
+def graded_exactly_once(course: Path, kinds: dict[str, str]) -> list[str]:
+    """Problems with the gradebook: a submitted notebook not graded, graded twice, or a grade left empty."""
+    problems = []
+    expected = {(student, assignment, name) for student in kinds for assignment, name in grading.assignments()}
+    with sqlite3.connect(course / "gradebook.db") as db:
+        rows = db.execute("""
+            SELECT student.id, assignment.name, notebook.name, count(*) FROM submitted_notebook
+            JOIN submitted_assignment ON submitted_notebook.assignment_id = submitted_assignment.id
+            JOIN student ON submitted_assignment.student_id = student.id
+            JOIN assignment ON submitted_assignment.assignment_id = assignment.id
+            JOIN notebook ON submitted_notebook.notebook_id = notebook.id
+            GROUP BY student.id, assignment.name, notebook.name""").fetchall()
+        empty = db.execute("""SELECT count(*) FROM grade JOIN grade_cells ON grade.cell_id = grade_cells.id
+                              WHERE grade.auto_score IS NULL AND grade_cells.cell_type = 'code'""").fetchone()[0]
+        integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
+    found = {(s, a, n): count for s, a, n, count in rows}
+    problems += [f"not graded: {key}" for key in sorted(expected - set(found))]
+    problems += [f"graded {count} times: {key}" for key, count in sorted(found.items()) if count != 1]
+    problems += [f"not in the class: {key}" for key in sorted(set(found) - expected)]
+    problems += [f"no graded notebook: {key}" for key in sorted(expected)
+                 if not (course / "autograded" / key[0] / key[1] / f"{key[2]}.ipynb").exists()]
+    if empty:
+        problems.append(f"{empty} autograded cells without a score")
+    if integrity != "ok":
+        problems.append(f"gradebook integrity check: {integrity}")
+    return problems
+
+
+def time_class(size: int, workers: int) -> int:
+    """Grade a synthetic class serially and in parallel; print both rates, their ratio and the consistency checks."""
+    with tempfile.TemporaryDirectory(prefix="addnorm-bench-class-") as tmp:
+        serial = grading.make_course(Path(tmp) / "serial")
+        kinds = synthetic_class(serial, size)
+        parallel = Path(tmp) / "parallel"
+        shutil.copytree(serial, parallel)
+        # nbgrader_config.py finds the sandbox next to itself: the copy has its own
+
+        started = time.perf_counter()
+        result = grading.run_nbgrader(["autograde", "*"], serial, check=False)
+        serial_seconds = time.perf_counter() - started
+        print(f"serial: {serial_seconds:.0f} s, one nbgrader process (exit {result.returncode})", flush=True)
+
+        started = time.perf_counter()
+        runs = grade_class.grade_class(parallel, "*", workers, [], report=lambda line: None)
+        parallel_seconds = time.perf_counter() - started
+        failed = [run.student for run in runs if run.returncode != 0]
+        print(f"parallel: {parallel_seconds:.0f} s, {workers} nbgrader processes at a time "
+              f"(failed runs: {failed or 'none'})", flush=True)
+
+        problems = {"serial": graded_exactly_once(serial, kinds), "parallel": graded_exactly_once(parallel, kinds)}
+        serial_scores, parallel_scores = grading.scores(serial), grading.scores(parallel)
+    serial_rate, parallel_rate = size / serial_seconds * 60, size / parallel_seconds * 60
+    print(f"\nclass of {size} students ({sum(k == 'correct' for k in kinds.values())} correct, "
+          f"{sum(k == 'untouched' for k in kinds.values())} untouched, "
+          f"{sum(k not in ('correct', 'untouched') for k in kinds.values())} hostile), {os.cpu_count()} CPUs, "
+          f"load average {_load():.1f} at the end (other work on the machine slows both runs)")
+    print(f"  serial:   {serial_rate:.2f} students per minute")
+    print(f"  parallel: {parallel_rate:.2f} students per minute ({workers} workers)")
+    print(f"  ratio:    {parallel_rate / serial_rate:.2f}x")
+    differ = sorted(key for key in serial_scores if serial_scores[key] != parallel_scores.get(key))
+    full = {key: s for key, s in parallel_scores.items() if kinds[key[0]] == "correct"}
+    wrong_full = sorted(key for key, s in full.items() if s["code"] != s["max_code"])
+    print(f"  grades:   {len(serial_scores)} notebooks serially, {len(parallel_scores)} in parallel; "
+          f"{len(differ)} differ between the two runs; correct students below full marks: {len(wrong_full)}")
+    for key in differ:
+        print(f"    differs: {key} ({kinds[key[0]]}): {serial_scores[key]} vs {parallel_scores.get(key)}")
+    for name, found in problems.items():
+        print(f"  {name} gradebook: " + ("every submitted notebook graded exactly once" if not found else
+                                        f"{len(found)} problems: {found[:10]}"))
+    ok = not any(problems.values()) and not wrong_full and not failed and result.returncode == 0
+    ok = ok and all(kinds[key[0]] not in ("correct", "untouched") for key in differ)
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Time one student's notebooks, then a class serially and in parallel."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=1, help="how often to autograde one student (default 1)")
+    parser.add_argument("--students", type=int, default=20, help="class size (default 20; 0 skips the class)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel processes (default: cores)")
+    args = parser.parse_args(argv)
+    status = time_one_student(args.repeats) if args.repeats > 0 else 0
+    if args.students > 0:
+        print(flush=True)
+        status = max(status, time_class(args.students, args.workers))
+    return status
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
 CONFIG = ROOT / "nbgrader_config.py"
+SANDBOX = ROOT / "tools" / "sandbox"           # the grading kernel's sandbox; nbgrader_config.py finds it next to itself
 
 
 def assignments(source: Path = SOLUTIONS) -> list[tuple[str, str]]:
@@ -45,13 +46,15 @@ def run_nbgrader(args: list[str], course: Path, check: bool = True, timeout: flo
 
 
 def make_course(course: Path, source: Path = SOLUTIONS) -> Path:
-    """Copy nbgrader_config.py and the instructor notebooks into `course`, and run generate_assignment for each.
+    """Copy nbgrader_config.py, the sandbox and the instructor notebooks into `course`; generate every assignment.
 
     Afterwards course/exercises/<id>/ holds the learner versions and course/gradebook.db knows every assignment,
     ready for `nbgrader autograde`. Returns `course`.
     """
     course.mkdir(parents=True, exist_ok=True)
     shutil.copy(CONFIG, course / "nbgrader_config.py")
+    shutil.copytree(SANDBOX, course / "tools" / "sandbox", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(source, course / "solutions", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     run_nbgrader(["generate_assignment", "*", "--force"], course)     # every assignment, in one process

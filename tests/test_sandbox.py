@@ -1,0 +1,377 @@
+"""Autograding contains hostile submissions (issue 10): a plain `nbgrader autograde` runs each kernel in the sandbox.
+
+One class, one assignment (01_residual): a correct student, and students whose otherwise correct notebook has one
+extra cell, placed before the tests, that attacks the grader — reads the hidden tests, rewrites the gradebook,
+writes outside its scratch folder, forks without end, allocates 8 GiB, connects to a port this test listens on,
+kills its parent and every process it can see, loops forever, exits, or floods its output. Each attack must have
+no effect outside the submission, the grader must finish, and every other student must be graded as usual. No
+opt-out is used: these tests fail (not skip) on a machine without the sandbox. Marked slow (a few minutes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import grading  # noqa: E402  (tools/grading.py)
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENT, NOTEBOOK = "01_residual", "residual"
+CELL_TIMEOUT = 15
+SECRET_LINES = ["BEGIN HIDDEN TESTS", "torch.manual_seed(11)"]     # only in the instructor's test cells
+
+# student -> the code of the extra cell; {course}, {port} and {drop} are filled in by the fixture
+ATTACKS = {
+    "reads_hidden_tests": '''
+import glob, os
+print("UID", os.geteuid())
+for pattern in ["{course}/solutions/**/*.ipynb", "{course}/**/*.ipynb", "{course}/../**/*.ipynb", "**/*.ipynb",
+                "/tmp/**/*", "/root/**/*.ipynb", "/home/**/*.ipynb", "/usr/local/share/nbgrader/**/*"]:
+    for path in glob.glob(pattern, recursive=True):
+        try:
+            print("READ", path, open(path, errors="replace").read())
+        except OSError as error:
+            print("DENIED", path, error)
+for path in ["{course}/solutions/{assignment}/{notebook}.ipynb", "{course}/gradebook.db", "/root/.bash_history",
+             "/etc/shadow"]:
+    try:
+        print("READ", path, open(path, errors="replace").read())
+    except OSError as error:
+        print("DENIED", path, error)
+print("ATTEMPTED")
+''',
+    "writes_gradebook": '''
+import sqlite3
+for target in ["{course}/gradebook.db", "gradebook.db"]:
+    try:
+        db = sqlite3.connect(target)
+        db.execute("UPDATE grade SET manual_score = 100")
+        db.commit()
+        print("WROTE", target)
+    except Exception as error:
+        print("DENIED", target, error)
+for path in ["{course}/pwned.txt", "{course}/solutions/pwned.txt", "{drop}/pwned.txt", "../../pwned.txt"]:
+    try:
+        open(path, "w").write("pwned")
+        print("WROTE", path)
+    except OSError as error:
+        print("DENIED", path, error)
+open("scratch.txt", "w").write("a file in the scratch folder")
+print("ATTEMPTED")
+''',
+    "counts_forks": '''
+import os, signal, time
+children = []
+try:
+    while len(children) < 10000:
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(600)
+            os._exit(0)
+        children.append(pid)
+except OSError as error:
+    print("FORKS", len(children), error)
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+''',
+    "fork_bomb": '''
+import os
+while True:
+    os.fork()
+''',
+    "memory_hog": '''
+import torch
+try:
+    hog = torch.ones(8 * 2**30 // 4)
+    print("ALLOCATED", hog.sum())
+except (MemoryError, RuntimeError) as error:
+    print("MEMORY-CAPPED", type(error).__name__)
+try:
+    hog = bytearray(8 * 2**30)
+    print("ALLOCATED")
+except MemoryError:
+    print("MEMORY-CAPPED MemoryError")
+''',
+    "network": '''
+import socket
+for host in ["127.0.0.1", "localhost"]:
+    try:
+        socket.create_connection((host, {port}), timeout=3).sendall(b"leak")
+        print("CONNECTED", host)
+    except OSError as error:
+        print("NO-NETWORK", host, error)
+''',
+    "kills_parent": '''
+import os, signal, sys, time
+for pid, what in [(os.getppid(), "parent"), (-1, "every process"), (1, "init")]:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        print("SIGNALLED", what)
+    except OSError as error:
+        print("DENIED", what, error)
+sys.stdout.flush()
+time.sleep(1)
+os.kill(os.getpid(), signal.SIGKILL)
+''',
+    "infinite_loop": '''
+while True:
+    pass
+''',
+    "sys_exit": '''
+import sys
+sys.exit("bye")
+''',
+    "os_exit": '''
+import os
+os._exit(0)
+''',
+    "floods_output": '''
+for i in range(2_000_000):
+    print("flood", i, "x" * 80)
+''',
+}
+# what the kernel's death or a cut-short cell costs: the tests after the extra cell score zero
+LOSES_ALL_POINTS = {"kills_parent", "os_exit"}
+
+
+def solution() -> nbformat.NotebookNode:
+    return nbformat.read(grading.SOLUTIONS / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+
+
+def with_attack(code: str) -> str:
+    """The solution notebook with `code` as a new cell just before the first test cell."""
+    nb = solution()
+    first_test = next(i for i, cell in enumerate(nb.cells)
+                      if cell.metadata.get("nbgrader", {}).get("grade") and cell.cell_type == "code")
+    nb.cells.insert(first_test, nbformat.v4.new_code_cell(code))
+    return nbformat.writes(nb)
+
+
+def outputs_text(path: Path) -> str:
+    """Every output of a graded notebook, as one text."""
+    nb = nbformat.read(path, as_version=4)
+    parts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            parts += [output.get("text", ""), output.get("evalue", ""), output.get("ename", ""),
+                      *output.get("traceback", []), json.dumps(output.get("data", {}))]
+    return "\n".join(parts)
+
+
+class Listener:
+    """A TCP server on loopback that records whether anybody connected."""
+
+    def __init__(self):
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.5)
+        self.port = self.server.getsockname()[1]
+        self.connections = 0
+        self.running = True
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while self.running:
+            try:
+                self.server.accept()[0].close()
+                self.connections += 1
+            except OSError:
+                pass
+
+    def close(self):
+        self.running = False
+        self.thread.join()
+        self.server.close()
+
+
+def gradebook_rows(course: Path) -> dict[str, list[tuple]]:
+    """Every table of the gradebook except the grades and comments, which autograde writes."""
+    with sqlite3.connect(course / "gradebook.db") as db:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {table: sorted(map(repr, db.execute(f"SELECT * FROM {table}")))
+                for table in tables if table not in {"grade", "comment", "submitted_assignment",
+                                                     "submitted_notebook", "student"}}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """A class of one correct student and one student per attack, autograded with a plain `nbgrader autograde`."""
+    check = subprocess.run([sys.executable, str(grading.SANDBOX / "sandbox.py"), "--check"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, f"the grading sandbox does not work here: {check.stdout}{check.stderr}"
+    base = tmp_path_factory.mktemp("sandbox")
+    course = grading.make_course(base / "course")
+    drop = base / "drop"
+    drop.mkdir()
+    drop.chmod(0o1777)                                  # anyone may write here: the sandbox must still stop it
+    listener = Listener()
+    before = gradebook_rows(course)
+    fill = {"course": course, "port": listener.port, "drop": drop, "assignment": ASSIGNMENT, "notebook": NOTEBOOK}
+    grading.submit(course, "correct", ASSIGNMENT, {f"{NOTEBOOK}.ipynb": nbformat.writes(solution())})
+    for student, code in ATTACKS.items():
+        grading.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": with_attack(code.format(**fill))})
+    env = {k: v for k, v in grading.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
+    run = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
+                          f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"],
+                         cwd=course, env=env, capture_output=True, text=True, timeout=1500)
+    listener.close()
+    return {"course": course, "drop": drop, "run": run, "log": run.stdout + run.stderr,
+            "scores": grading.scores(course), "connections": listener.connections,
+            "gradebook_before": before, "gradebook_after": gradebook_rows(course)}
+
+
+def graded_outputs(graded, student: str) -> str:
+    return outputs_text(graded["course"] / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+
+
+def points(graded, student: str) -> tuple[float, float]:
+    result = graded["scores"][(student, ASSIGNMENT, NOTEBOOK)]
+    return result["code"], result["max_code"]
+
+
+def test_the_grader_finishes_and_grades_everybody(graded):
+    assert graded["run"].returncode == 0, graded["log"][-6000:]
+    students = {student for (student, _, _) in graded["scores"]}
+    assert students == {"correct", *ATTACKS}, graded["log"][-6000:]
+
+
+def test_a_correct_student_keeps_full_marks(graded):
+    code, max_code = points(graded, "correct")
+    assert max_code > 0 and code == max_code
+
+
+@pytest.mark.parametrize("student", sorted(set(ATTACKS) - LOSES_ALL_POINTS - {"fork_bomb"}))
+def test_an_attack_that_is_stopped_does_not_cost_the_tests_after_it(graded, student):
+    """The attacks that fail inside the sandbox leave the kernel working: the solution's tests still pass."""
+    code, max_code = points(graded, student)
+    assert code == max_code, (student, code, max_code, graded_outputs(graded, student)[-3000:])
+
+
+@pytest.mark.parametrize("student", sorted(LOSES_ALL_POINTS))
+def test_a_kernel_that_dies_loses_its_own_points_with_a_message(graded, student):
+    code, max_code = points(graded, student)
+    assert code == 0 and max_code > 0
+    assert "KernelDied" in graded_outputs(graded, student)
+
+
+def test_the_hidden_tests_and_the_gradebook_cannot_be_read(graded):
+    text = graded_outputs(graded, "reads_hidden_tests")
+    assert "ATTEMPTED" in text, text[-3000:]
+    for secret in SECRET_LINES:
+        assert secret not in text, f"the submission printed the hidden tests ({secret!r})"
+    assert "SQLite format" not in text, "the submission read gradebook.db"
+    if os.geteuid() == 0:
+        assert "UID 0" not in text, "the kernel ran as root"
+
+
+def test_the_gradebook_and_the_course_folder_cannot_be_written(graded):
+    text = graded_outputs(graded, "writes_gradebook")
+    assert "ATTEMPTED" in text, text[-3000:]
+    assert "WROTE gradebook.db" not in text and f"WROTE {graded['course']}/gradebook.db" not in text
+    # (a write may succeed inside the sandbox, on its private RAM disks: what counts is that nothing reached the host)
+    course = graded["course"]
+    assert not (course / "pwned.txt").exists() and not (course / "solutions" / "pwned.txt").exists()
+    assert not (graded["drop"] / "pwned.txt").exists()
+    assert not list(course.rglob("pwned.txt")) and not list(course.rglob("scratch.txt"))
+    assert graded["gradebook_after"] == graded["gradebook_before"]
+    with sqlite3.connect(course / "gradebook.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert db.execute("SELECT count(*) FROM grade WHERE manual_score = 100").fetchone() == (0,)
+
+
+def test_forks_stop_at_the_process_cap(graded):
+    text = graded_outputs(graded, "counts_forks")
+    forks = [line for line in text.splitlines() if line.startswith("FORKS")]
+    assert forks, text[-3000:]
+    assert 0 < int(forks[0].split()[1]) < 100, forks
+
+
+def test_memory_is_capped(graded):
+    text = graded_outputs(graded, "memory_hog")
+    assert "ALLOCATED" not in text and text.count("MEMORY-CAPPED") == 2, text[-3000:]
+
+
+def test_there_is_no_network(graded):
+    text = graded_outputs(graded, "network")
+    assert graded["connections"] == 0 and "CONNECTED" not in text and "NO-NETWORK" in text, text[-3000:]
+
+
+def test_the_grader_cannot_be_signalled(graded):
+    text = graded_outputs(graded, "kills_parent")
+    assert "DENIED parent" in text and "DENIED init" in text, text[-3000:]
+
+
+def test_a_cell_that_never_ends_times_out(graded):
+    text = graded_outputs(graded, "infinite_loop")
+    assert "CellTimeoutError" in text or "KeyboardInterrupt" in text, text[-3000:]
+
+
+def test_a_fork_bomb_runs_into_the_process_cap(graded):
+    """The bomb's processes fill the cap: the kernel's own fork fails, and the tests that need a thread fail."""
+    text = graded_outputs(graded, "fork_bomb")
+    assert "BlockingIOError" in text or "CellTimeoutError" in text, text[-3000:]
+    code, max_code = points(graded, "fork_bomb")
+    assert code < max_code
+
+
+def test_sys_exit_is_an_error_in_its_cell_only(graded):
+    assert "SystemExit" in graded_outputs(graded, "sys_exit")
+
+
+def test_output_flooding_is_cut_short(graded):
+    path = graded["course"] / "autograded" / "floods_output" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    assert path.stat().st_size < 2_000_000
+    assert "flood" in outputs_text(path)
+
+
+def test_without_the_sandbox_autograde_refuses_and_says_how_to_opt_out(graded, tmp_path):
+    """A course folder whose sandbox is missing: nothing is graded, the log says why and names the opt-out."""
+    course = tmp_path / "course"
+    (course / "submitted" / "correct").mkdir(parents=True)
+    for name in ("nbgrader_config.py", "gradebook.db", "solutions", "exercises"):
+        source = graded["course"] / name
+        (subprocess.run(["cp", "-R", str(source), str(course / name)], check=True))
+    subprocess.run(["cp", "-R", str(graded["course"] / "submitted" / "correct" / ASSIGNMENT),
+                    str(course / "submitted" / "correct" / ASSIGNMENT)], check=True)
+    env = {k: v for k, v in grading.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
+    refused = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force"],
+                             cwd=course, env=env, capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert "Autograding refused" in refused.stderr and "ADDNORM_UNSAFE_GRADING=1" in refused.stderr
+    assert not (course / "autograded" / "correct" / ASSIGNMENT).exists()
+    # the documented opt-out grades anyway, with an ordinary kernel
+    unsafe = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force"],
+                            cwd=course, env={**env, "ADDNORM_UNSAFE_GRADING": "1"}, capture_output=True, text=True)
+    assert unsafe.returncode == 0, unsafe.stderr[-3000:]
+    code, max_code = (grading.scores(course)[("correct", ASSIGNMENT, NOTEBOOK)][k] for k in ("code", "max_code"))
+    assert code == max_code > 0
+    # ... and so does the command-line form of it
+    flag = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force",
+                           "--SandboxedExecute.kernel_name=python3"],
+                          cwd=course, env=env, capture_output=True, text=True)
+    assert flag.returncode == 0, flag.stderr[-3000:]
+
+
+def test_the_missing_pieces_are_named(monkeypatch):
+    """sandbox.missing() names a missing bubblewrap and the opt-out."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("addnorm_sandbox", grading.SANDBOX / "sandbox.py")
+    sandbox = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sandbox)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda tool: None if tool == "bwrap" else f"/usr/bin/{tool}")
+    reason = sandbox.missing()
+    assert "bubblewrap" in reason and "make sandbox" in reason and "ADDNORM_UNSAFE_GRADING=1" in reason

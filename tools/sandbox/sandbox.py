@@ -1,0 +1,199 @@
+"""Start an autograding kernel inside a bubblewrap sandbox: the program behind the `addnorm-sandbox` kernelspec.
+
+Why this file exists: nbgrader's hook for isolating student code is the kernelspec it starts (`c.Execute.kernel_name`);
+the isolation itself is done by the operating system through well-kept tools — bubblewrap (mount, network, PID and
+IPC namespaces), setpriv (a separate unprivileged user when the grader is root), unshare (a user namespace of its
+own, so the process cap counts this kernel alone) and prlimit (memory, processes, file size). This file only puts
+their command line together.
+
+The kernel sees: the operating system's /usr (read-only, the nbgrader exchange hidden), a few files of /etc, the
+Python environment and the `addnorm` package (read-only), a private copy of its submission folder as its working
+directory, without any notebook (nbgrader has already written the notebook with the hidden tests restored there),
+and a private /tmp (RAM disks of SCRATCH_SIZE, gone when the kernel ends), and the folder of its own connection
+sockets (the kernel protocol runs over Unix sockets: with no network at all, TCP is impossible). Nothing
+else of the machine: not the course folder (solutions/, gradebook.db, other students' work), not any home folder.
+
+    python sandbox.py CONNECTION_FILE [kernel arguments...]   (started by jupyter_client, see kernel.json)
+    python sandbox.py --check                                 print what is missing for sandboxed grading
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+GRADER_USER = "addnorm-grader"      # the unprivileged user kernels run as when the grader is root
+MEMORY = os.environ.get("ADDNORM_SANDBOX_MEMORY", "4G")          # address space of each kernel process
+PROCESSES = int(os.environ.get("ADDNORM_SANDBOX_PROCESSES", "64"))   # processes + threads in one sandbox
+SCRATCH_SIZE = os.environ.get("ADDNORM_SANDBOX_SCRATCH", "256M")     # each of the two RAM disks (cwd, /tmp)
+FILE_SIZE = "64M"                   # largest file the kernel may write (its socket folder is on disk)
+STAGED = "files"                    # the submission's files, next to the connection file, copied into the scratch
+HIDDEN_UNDER_USR = ["/usr/local/share/nbgrader"]                  # nbgrader's default exchange: everyone's work
+ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group", "nsswitch.conf",
+             "fonts", "alternatives", "mime.types"]
+KEPT_VARIABLES = ["LANG", "LC_ALL", "TZ", "PYTHONHASHSEED", "ADDNORM_PROGRESS", "MPLBACKEND", "OMP_NUM_THREADS"]
+UNSAFE_HINT = ("To grade anyway, at your own risk (student code then runs with your rights: it can read "
+               "solutions/ and gradebook.db, and kill the grader), set ADDNORM_UNSAFE_GRADING=1 or pass "
+               "--SandboxedExecute.kernel_name=python3.")
+
+
+def is_root() -> bool:
+    """Whether the grader runs as root (then kernels run as GRADER_USER)."""
+    return os.geteuid() == 0
+
+
+def ensure_grader_user() -> None:
+    """Create GRADER_USER (a system user with no home and no login shell) if it does not exist yet."""
+    try:
+        pwd.getpwnam(GRADER_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", GRADER_USER], check=True, capture_output=True)
+
+
+def missing() -> str | None:
+    """Why this machine cannot run a sandboxed kernel (a sentence with the fix), or None when it can."""
+    if not sys.platform.startswith("linux"):
+        return f"the grading sandbox needs Linux (this is {sys.platform}). " + UNSAFE_HINT
+    for tool, package in (("bwrap", "bubblewrap"), ("prlimit", "util-linux"), ("setpriv", "util-linux"),
+                          ("unshare", "util-linux")):
+        if shutil.which(tool) is None:
+            return (f"the grading sandbox needs `{tool}` (Debian package {package}: `make sandbox` installs it). "
+                    + UNSAFE_HINT)
+    if is_root():
+        try:
+            ensure_grader_user()
+        except (OSError, subprocess.CalledProcessError) as error:
+            return f"cannot create the unprivileged user {GRADER_USER} for grading kernels ({error}). " + UNSAFE_HINT
+    probe = subprocess.run(_user_prefix() + ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return ("bubblewrap cannot create namespaces here (unprivileged user namespaces are disabled: "
+                f"{probe.stderr.strip()}; enable them with `sysctl kernel.unprivileged_userns_clone=1`). "
+                + UNSAFE_HINT)
+    return None
+
+
+def _user_prefix() -> list[str]:
+    """As root, the command prefix that becomes GRADER_USER with no privileges left; else nothing."""
+    if not is_root():
+        return []
+    return ["setpriv", f"--reuid={GRADER_USER}", f"--regid={GRADER_USER}", "--clear-groups", "--no-new-privs",
+            "--inh-caps=-all", "--bounding-set=-all", "--"]
+
+
+def readable_trees() -> list[Path]:
+    """Folders the kernel reads besides /usr: the Python environment, its base install, the addnorm sources."""
+    trees = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent]
+    spec = importlib.util.find_spec("addnorm")
+    if spec is not None and spec.origin:
+        trees.append(Path(spec.origin).resolve().parent.parent)     # lib/ of an editable install, or site-packages
+    kept: list[Path] = []
+    for tree in sorted({t.resolve() for t in trees}, key=lambda p: len(p.parts)):
+        if not any(tree == k or k in tree.parents for k in kept + [Path("/usr")]):
+            kept.append(tree)
+    return kept
+
+
+def _parents(path: Path) -> list[str]:
+    """bwrap arguments that create path's parent folders, world-traversable (bwrap would make them 0700)."""
+    args = []
+    for parent in reversed(path.parents[:-1]):                      # /a, /a/b, ... (not / itself)
+        args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+def _bind_with_parents(path: Path, *, read_only: bool = True) -> list[str]:
+    """bwrap arguments that bind path at the same place, its parents created first."""
+    return _parents(path) + ["--ro-bind" if read_only else "--bind", str(path), str(path)]
+
+
+def bwrap_arguments(connection_dir: Path, submission: Path) -> list[str]:
+    """The bwrap options: what the kernel sees of the file system, and the namespaces it lives in."""
+    args = [] if is_root() else ["--unshare-user"]     # as root, the user namespace comes later (see kernel_command)
+    args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+             "--die-with-parent", "--new-session", "--clearenv", "--ro-bind", "/usr", "/usr"]
+    for hidden in HIDDEN_UNDER_USR:
+        if Path(hidden).is_dir():
+            args += ["--tmpfs", hidden]
+    for entry in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        top = Path("/") / entry
+        if top.is_symlink():
+            args += ["--symlink", os.readlink(top), str(top)]
+        elif top.is_dir():
+            args += ["--ro-bind", str(top), str(top)]
+    for name in ETC_FILES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(_bytes(SCRATCH_SIZE)),
+             "--tmpfs", "/tmp", "--perms", "1777", "--size", str(_bytes(SCRATCH_SIZE)), "--tmpfs", "/dev/shm"]
+    for tree in readable_trees():
+        args += _bind_with_parents(tree)
+    args += _bind_with_parents(connection_dir, read_only=False)
+    args += _parents(submission) + ["--perms", "0777", "--size", str(_bytes(SCRATCH_SIZE)),
+                                    "--tmpfs", str(submission), "--chdir", str(submission)]
+    args += ["--remount-ro", "/"]                  # the folders bwrap made for the mounts above: read-only
+    path = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
+    args += ["--setenv", "PATH", path, "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib"]
+    for name in KEPT_VARIABLES:
+        if name in os.environ:
+            args += ["--setenv", name, os.environ[name]]
+    return args
+
+
+def _bytes(size: str) -> int:
+    """'256M' -> 268435456 (suffixes K, M, G)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(size[:-1]) * units[size[-1].upper()] if size[-1].upper() in units else int(size)
+
+
+def kernel_command(connection_file: Path, kernel_args: list[str]) -> list[str]:
+    """The whole command: [become GRADER_USER] bwrap ... [own user namespace] prlimit ... copy + ipykernel."""
+    submission = Path.cwd()
+    inside = []
+    if is_root():       # bwrap ran as root to set up the mounts; the kernel drops to GRADER_USER in its own userns
+        inside += _user_prefix() + ["unshare", "--user", "--map-current-user", "--"]
+    inside += ["prlimit", f"--as={_bytes(MEMORY)}", f"--nproc={PROCESSES}", f"--fsize={_bytes(FILE_SIZE)}",
+               "--core=0", "--"]
+    # copy the submission's files into the writable scratch folder, then become the kernel
+    inside += ["sh", "-c", 'cp -R "$0"/. . 2>/dev/null; exec "$@"', str(connection_file.parent / STAGED),
+               sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file), *kernel_args]
+    prefix = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"] if is_root() else []
+    return ["bwrap", *bwrap_arguments(connection_file.parent, submission), *prefix, "--", *inside]
+
+
+def stage_submission(submission: Path, connection_dir: Path) -> None:
+    """Copy the submission folder's files, but no notebook, next to the connection file (symlinks stay links)."""
+    shutil.copytree(submission, connection_dir / STAGED, symlinks=True,
+                    ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints"))
+
+
+def hand_connection_files_to_grader(connection_file: Path) -> None:
+    """As root: let GRADER_USER read the connection file and the staged files, and create its sockets."""
+    user = pwd.getpwnam(GRADER_USER)
+    staged = connection_file.parent / STAGED
+    for path in [connection_file.parent, connection_file, staged, *staged.rglob("*")]:
+        os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
+
+
+def main(argv: list[str]) -> int:
+    """Check the machine (--check), or replace this process with the sandboxed kernel."""
+    if argv[:1] == ["--check"]:
+        reason = missing()
+        print(reason or "the grading sandbox works on this machine")
+        return 1 if reason else 0
+    connection_file = Path(argv[0]).resolve()
+    stage_submission(Path.cwd(), connection_file.parent)
+    if is_root():
+        hand_connection_files_to_grader(connection_file)
+    command = kernel_command(connection_file, argv[1:])
+    os.execvp(command[0], command)
+    return 1                                                        # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
