@@ -1,8 +1,8 @@
-"""How long nbgrader takes to autograde one student's five notebooks (the target: under 60 s on 2 cores).
+"""How long nbgrader takes to autograde one student's notebooks, every exercise (the target: under 60 s on 2 cores).
 
 Builds a throw-away course directory (generate_assignment for every exercise), hands in the instructor
 solutions as one student's submission, and times `nbgrader autograde "*" --student=<id>` — one process that
-sanitizes, executes (a fresh kernel per notebook, each importing torch) and scores all five notebooks. Repeats
+sanitizes, executes (a fresh kernel per notebook, each importing torch) and scores every notebook. Repeats
 with `--force` and reports every run and the median; the scores are checked to be full marks.
 
     .venv/bin/python bench/grading.py              # 3 runs
@@ -27,7 +27,7 @@ STUDENT = "bench"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Time autograding one student's five notebooks; print each run, the median and the scores."""
+    """Time autograding one student's notebooks; print each run, the median and the scores."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="how many times to autograde (default 3)")
     args = parser.parse_args(argv)

@@ -211,7 +211,7 @@ def with_replacements(replacements: list[tuple[str, str]]) -> str:
     return nbformat.writes(nb)
 
 
-def test_cells(nb) -> dict[str, list[str]]:
+def outcomes(nb) -> dict[str, list[str]]:
     """grade_id -> the error messages of every autograded test cell (an empty list: the cell passed)."""
     return {cell.metadata["nbgrader"]["grade_id"]: [f"{o.ename}: {o.evalue}" for o in cell.get("outputs", [])
                                                     if o.output_type == "error"]
@@ -252,7 +252,7 @@ def graded(tmp_path_factory):
 @pytest.mark.parametrize("student", ["solution", *sorted(ALTERNATIVES)])
 def test_correct_versions_keep_full_marks(graded, student):
     result = graded["scores"][student]
-    failing = {cell: errors for cell, errors in test_cells(graded["notebooks"][student]).items() if errors}
+    failing = {cell: errors for cell, errors in outcomes(graded["notebooks"][student]).items() if errors}
     assert result["max_code"] > 0 and result["code"] == result["max_code"] and not failing, (result, failing)
 
 
@@ -268,7 +268,7 @@ def test_correct_versions_learn_the_task_with_a_margin(graded, student):
 def test_each_classic_mistake_costs_the_parts_it_breaks(graded, mistake):
     _, expected_failures, words = MISTAKES[mistake]
     result = graded["scores"][mistake]
-    cells = test_cells(graded["notebooks"][mistake])
+    cells = outcomes(graded["notebooks"][mistake])
     failing = {cell for cell, errors in cells.items() if errors} - MAY_ALSO_FAIL.get(mistake, set())
     assert failing == expected_failures, f"{mistake}: failing test cells {sorted(failing)}, expected {sorted(expected_failures)}"
     assert 0 < result["code"] < result["max_code"], f"{mistake}: {result}"

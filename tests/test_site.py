@@ -45,6 +45,7 @@ EXERCISE_CHAPTERS = {                     # exercise label on guide/exercises.ht
     "exercise-03-encoder-stack": "chapters/03_encoder_stack.html",
     "exercise-04-decoder-stack": "chapters/04_decoder_stack.html",
     "exercise-05-positional-encoding": "chapters/05_positional_encoding.html",
+    "exercise-06-whole-transformer": "chapters/06_whole_transformer.html",
 }
 EXERCISE_LABELS = list(EXERCISE_CHAPTERS)
 PAGE_TIMEOUT_MS = 60_000
