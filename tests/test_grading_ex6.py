@@ -197,6 +197,7 @@ MAY_ALSO_FAIL = {"memory_is_the_embedded_source": {"test_training_run"}}
 # ---------------------------------------------------------------------------------------------- helpers
 
 def solution_text() -> str:
+    """The instructor notebook of exercise 6, as text."""
     return (grading.SOLUTIONS / ASSIGNMENT / f"{NOTEBOOK}.ipynb").read_text(encoding="utf-8")
 
 
