@@ -1,9 +1,9 @@
-"""How fast nbgrader autogrades: one student's five notebooks, then a synthetic class serially and in parallel.
+"""How fast nbgrader autogrades: one student's notebooks (every exercise), then a synthetic class serially and in parallel.
 
 1. One student: builds a throw-away course directory, hands in the instructor solutions as one student's
    submission, and times `nbgrader autograde "*" --student=<id>` (a fresh sandboxed kernel per notebook, each
    importing torch); the scores are checked to be full marks.
-2. A class (--students N, default 20): a mix of correct, untouched (wrong) and hostile submissions of all five
+2. A class (--students N, default 20): a mix of correct, untouched (wrong) and hostile submissions of all the
    exercises. The same class is graded twice from identical copies: serially (one `nbgrader autograde "*"`, as the
    instructor guide says) and in parallel (tools/grade_class.py, one nbgrader process per core over disjoint
    students, sharing the gradebook). Reports students per minute for both and their ratio, and checks that no grade
@@ -50,7 +50,7 @@ ATTACKS = {
 
 
 def time_one_student(repeats: int) -> int:
-    """Time autograding one student's five notebooks; print each run, the median and the scores."""
+    """Time autograding one student's notebooks (every exercise); print each run, the median and the scores."""
     with tempfile.TemporaryDirectory(prefix="addnorm-bench-") as tmp:
         course = grading.make_course(Path(tmp) / "course")
         notebooks = grading.assignments()
@@ -91,7 +91,7 @@ def with_extra_cell(text: str, code: str) -> str:
 
 
 def synthetic_class(course: Path, size: int) -> dict[str, str]:
-    """Hand in `size` students' five notebooks; return student -> kind (correct, untouched, or an attack's name).
+    """Hand in `size` students' notebooks (every exercise); return student -> kind (correct, untouched, or an attack's name).
 
     Half the class is correct, a quarter hands in the untouched exercises, a quarter attacks the grader in one
     notebook (a different attack and notebook for each) and is correct in the other four.

@@ -57,6 +57,7 @@ EXERCISE_OF_CHAPTER = {                   # chapter page -> its exercise's label
     "chapters/03_encoder_stack.html": "exercise-03-encoder-stack",
     "chapters/04_decoder_stack.html": "exercise-04-decoder-stack",
     "chapters/05_positional_encoding.html": "exercise-05-positional-encoding",
+    "chapters/06_whole_transformer.html": "exercise-06-whole-transformer",
 }
 PAGES_WITH_MATH = {"glossary.html", "chapters/02_layer_normalization.html"}   # keep the formula check honest
 SCREENSHOTS = {"home": "intro.html", "chapter": "chapters/02_layer_normalization.html", "glossary": "glossary.html"}
