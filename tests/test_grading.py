@@ -227,7 +227,7 @@ MESSAGES = {
     "hard_coded_dropout_rate": ("test_dropout_and_gradients", "is the rate hard-coded"),
     "second_norm_never_applied": ("test_shapes_and_parameters", ": more."),
     "one_group_group_norm": ("test_layer_norm_values", "built-in normalization group_norm"),
-    "aten_native_layer_norm": ("test_layer_norm_values", "built-in normalization aten.native_layer_norm"),
+    "aten_native_layer_norm": ("test_layer_norm_values", "built-in normalization native_layer_norm"),
     "wraps_addnorm_layer_norm": ("test_layer_norm_values", "calls addnorm's LayerNorm"),
     "hard_coded_axis": ("test_layer_norm_values", "Take the statistics over the last axis"),
     "centers_input_in_place": ("test_layer_norm_values", "in place"),
