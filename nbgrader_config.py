@@ -236,3 +236,106 @@ class WrapErrorMessages(Preprocessor):
 
 
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, WrapErrorMessages, CSSHTMLHeaderPreprocessor]
+
+
+# === Feedback without noise, validate without cut lines, a log that tells tampering apart (issue 11) ===========
+# (kept in one block: other parts of this file are maintained separately)
+import nbgrader.validator
+from nbgrader import utils as nbgrader_utils
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_LIBRARY_FRAME = re.compile(r"(site-packages|dist-packages|[/\\]lib[/\\]python3|[/\\]lib[/\\]addnorm[/\\])")
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.])(?:[A-Za-z]:)?[/\\](?:[^\s:,\"'()\x1b/\\]+[/\\])+([^\s:,\"'()\x1b/\\]+)")
+
+
+class CleanTracebacks(Preprocessor):
+    """Keep the learner's own frames in error tracebacks: drop frames inside torch and other installed libraries,
+    and shorten the absolute paths of the grading machine to file names."""
+
+    enabled = Bool(True).tag(config=True)
+
+    def _clean(self, traceback):
+        kept, hidden = [], 0
+        for index, entry in enumerate(traceback):
+            plain = _ANSI.sub("", entry)
+            if 0 < index < len(traceback) - 1 and _LIBRARY_FRAME.search(plain):
+                hidden += 1
+                continue
+            kept.append(_ABSOLUTE_PATH.sub(r"\1", entry))
+        if hidden:
+            kept.insert(len(kept) - 1, f"  ({hidden} frame(s) inside torch or other libraries not shown)\n")
+        return kept
+
+    def preprocess_cell(self, cell, resources, index):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                output["traceback"] = self._clean(output["traceback"])
+        return cell, resources
+
+
+def _released(source):
+    """A test cell's source as learners receive it: without its hidden-test regions, blank lines ignored."""
+    lines, hidden = [], False
+    for line in source.split("\n"):
+        if "BEGIN HIDDEN TESTS" in line:
+            hidden = True
+        elif "END HIDDEN TESTS" in line:
+            hidden = False
+        elif not hidden and line.strip():
+            lines.append(line.rstrip())
+    return lines
+
+
+class LogEditedCells(RestoreDeletedTests):
+    """RestoreDeletedTests whose log tells a learner's edit of a locked cell apart from the usual restoring.
+
+    nbgrader compares every locked cell with the instructor's copy, which holds the hidden tests the learner's
+    copy lacks, so it logs "Attribute 'checksum' ... has changed!" for every test cell with hidden tests. Here a
+    cell that is exactly the released one is logged at debug level ("hidden tests put back"); a cell the learner
+    changed is logged as a warning that says so. In both cases the instructor's version is what runs.
+    """
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        self._untouched = False
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id is not None and nbgrader_utils.is_locked(cell):
+            try:
+                source_cell = self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id)
+                self._untouched = _released(source_cell.source) == _released(cell.source)
+            except Exception:                                           # unknown cell: nbgrader reports it
+                pass
+        return super().preprocess_cell(cell, resources, cell_index)
+
+    def report_change(self, name, attr, old, new):
+        if attr != "checksum":
+            return super().report_change(name, attr, old, new)
+        if self._untouched:
+            self.log.debug("Cell %s: unchanged by the student; its hidden tests were put back", name)
+        else:
+            self.log.warning("Cell %s was EDITED by the student (a locked cell): replaced by the instructor's version",
+                             name)
+
+
+c.Autograde.sanitize_preprocessors = [
+    LogEditedCells if p is RestoreDeletedTests else p for p in c.Autograde.sanitize_preprocessors]
+c.Autograde.autograde_preprocessors = [
+    p for step in c.Autograde.autograde_preprocessors for p in ((step, CleanTracebacks) if step is BudgetedExecute else (step,))]
+c.GenerateFeedback.preprocessors = [
+    p for step in c.GenerateFeedback.preprocessors for p in ((CleanTracebacks, step) if step is WrapErrorMessages else (step,))]
+
+# `nbgrader validate` prints every line of an error cut at Validator.width characters; wrap them instead, so that a
+# learner reads the whole message in a terminal.
+c.Validator.width = 100
+
+
+def _indent_wrapped(self, text):
+    """Validator._indent, wrapping long lines instead of cutting them at `width`."""
+    lines = []
+    for line in text.split("\n"):
+        line = nbgrader.validator.strip_ansi(line)
+        lines.extend(textwrap.wrap(line, self.width, initial_indent=self.indent, subsequent_indent=self.indent * 2,
+                                   break_long_words=False) or [self.indent])
+    return "\n".join(lines)
+
+
+nbgrader.validator.Validator._indent = _indent_wrapped

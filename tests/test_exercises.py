@@ -177,3 +177,19 @@ def test_visible_tests_pass_on_the_solution_without_the_hidden_tests(assignment)
         cell.source = HIDDEN.sub("", cell.source)
     NotebookClient(nb, timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(grading.SOLUTIONS / assignment)}}).execute()
+
+
+STACK_CONTRACT = "applies `norm` once, after the last layer, when it is given, and adds nothing of its own otherwise"
+
+
+@pytest.mark.parametrize("assignment, cls", [("03_encoder_stack", "Encoder"), ("04_decoder_stack", "Decoder")])
+def test_the_stacks_state_the_norm_contract_in_the_same_words(repo_root, assignment, cls):
+    """Issue 11: `Encoder`/`Decoder(layer, num_layers, norm=None)` is stated identically in the notebook and the guide."""
+    sentence = f"`{cls}(layer, num_layers, norm=None)` {STACK_CONTRACT}"
+    intro = " ".join(read_source(assignment).cells[0].source.split())
+    assert sentence in intro, f"{assignment}'s introduction does not state: {sentence}"
+    guide = " ".join((repo_root / "guide" / "exercises.md").read_text(encoding="utf-8").split())
+    assert sentence in guide, f"guide/exercises.md does not state: {sentence}"
+    signature = next(c.source for c in read_source(assignment).cells if c.metadata.get("nbgrader", {}).get("grade_id")
+                     == cls.lower())
+    assert "num_layers: int, norm: nn.Module | None = None" in signature, f"{cls}'s signature lacks norm=None"

@@ -3,8 +3,10 @@
 One `nbgrader autograde` run grades a class of made-up students: the instructor solutions, the untouched learner
 notebooks, a submission whose test cells were rewritten or deleted, one that never returns, and one that is not
 a notebook at all. A second course, graded at the same time, holds one submission per classic mistake — each a
-small text replacement of the solution code, listed in MISTAKES. Every notebook's kernel imports torch, so the
-whole module takes a few minutes (marked slow).
+small text replacement of the solution code, listed in MISTAKES — and a third one submission per correct program
+written differently from the solution (ALTERNATIVES, full marks) and per shortcut (SHORTCUTS). Each course is one
+`nbgrader autograde` run (students = submissions). Every notebook's kernel imports torch, so the whole module
+takes several minutes (marked slow).
 """
 
 from __future__ import annotations
@@ -26,42 +28,216 @@ pytestmark = pytest.mark.slow
 ASSIGNMENTS = dict(grading.assignments())            # assignment id -> notebook name
 CELL_TIMEOUT = 30                                    # seconds per cell in these runs (the config says 60)
 
-# name -> (assignment, [(text in the solution code, its replacement), ...]). Each must cost points.
+# name -> (assignment, [(text in the solution code, its replacement), ...]). Each must cost points, but never all of
+# a notebook's (partial credit).
+_PRE_LN = "return x + self.dropout(sublayer(self.norm(x)))"
+_POST_LN = "return self.norm(x + self.dropout(sublayer(x)))"
+_LN_RETURN = "return centered / torch.sqrt(variance + self.eps) * self.weight + self.bias"
+_LN_MEAN = "mean = x.mean(dim=-1, keepdim=True)"
+_LN_VARIANCE = "variance = centered.pow(2).mean(dim=-1, keepdim=True)"
+_RMS_RETURN = "return x / torch.sqrt(mean_square + self.eps) * self.weight"
+_ENCODER_LOOP = "x = layer(x, src_key_padding_mask=src_key_padding_mask)"
+_ENCODER_RETURN = "return x if self.norm is None else self.norm(x)"
+_DECODER_LOOP = "x = layer(x, memory)"
+_DECODER_POST_LN = "x = norm(x + self.dropout(sublayer(x)))"
+_TABLE = ("pe[:, 0::2] = torch.sin(angle)", "pe[:, 1::2] = torch.cos(angle)", "return pe.float()")
+
 MISTAKES = {
+    # 01_residual
     "post_pre_ln_swapped": ("01_residual", [("if self.norm_first:", "if not self.norm_first:")]),
-    "residual_forgotten": ("01_residual", [("return self.norm(x + self.dropout(sublayer(x)))",
-                                            "return self.norm(self.dropout(sublayer(x)))")]),
-    "bessel_variance": ("02_layer_norm", [("variance = centered.pow(2).mean(dim=-1, keepdim=True)",
-                                           "variance = x.var(dim=-1, keepdim=True)")]),
-    "wrong_axis": ("02_layer_norm", [("mean = x.mean(dim=-1, keepdim=True)", "mean = x.mean(dim=0, keepdim=True)"),
-                                     ("variance = centered.pow(2).mean(dim=-1, keepdim=True)",
-                                      "variance = centered.pow(2).mean(dim=0, keepdim=True)")]),
+    "residual_forgotten": ("01_residual", [(_POST_LN, "return self.norm(self.dropout(sublayer(x)))")]),
+    "second_norm_never_applied": ("01_residual", [("self.dropout = nn.Dropout(dropout)",
+                                                   "self.norm2 = LayerNorm(d_model)\n        self.dropout = nn.Dropout(dropout)")]),
+    "pre_ln_functional_norm": ("01_residual", [("sublayer(self.norm(x))", "sublayer(nn.functional.layer_norm(x, x.shape[-1:]))")]),
+    "pre_ln_residual_branch_without_dropout": ("01_residual", [(_PRE_LN, "return x + sublayer(self.norm(x))")]),
+    "dropout_on_sublayer_input": ("01_residual", [(_POST_LN, "return self.norm(x + sublayer(self.dropout(x)))")]),
+    "dropout_on_residual_too": ("01_residual", [(_POST_LN, "return self.norm(self.dropout(x + sublayer(x)))")]),
+    "hard_coded_dropout_rate": ("01_residual", [("nn.Dropout(dropout)", "nn.Dropout(0.1)")]),
+    "pre_ln_residual_from_normalized_input": ("01_residual", [(_PRE_LN, "h = self.norm(x)\n            return h + self.dropout(sublayer(h))")]),
+    "pre_ln_modifies_input_in_place": ("01_residual", [(_PRE_LN, "x += self.dropout(sublayer(self.norm(x)))\n            return x")]),
+    # 02_layer_norm
+    "bessel_variance": ("02_layer_norm", [(_LN_VARIANCE, "variance = x.var(dim=-1, keepdim=True)")]),
+    "wrong_axis": ("02_layer_norm", [(_LN_MEAN, "mean = x.mean(dim=0, keepdim=True)"),
+                                     (_LN_VARIANCE, "variance = centered.pow(2).mean(dim=0, keepdim=True)")]),
+    "hard_coded_axis": ("02_layer_norm", [(_LN_MEAN, "mean = x.mean(dim=2, keepdim=True)"),
+                                          (_LN_VARIANCE, "variance = centered.pow(2).mean(dim=2, keepdim=True)")]),
     "eps_outside_sqrt": ("02_layer_norm", [("torch.sqrt(variance + self.eps)", "(torch.sqrt(variance) + self.eps)")]),
     "calls_F_layer_norm": ("02_layer_norm", [(
-        "return centered / torch.sqrt(variance + self.eps) * self.weight + self.bias",
-        "return torch.nn.functional.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)")]),
+        _LN_RETURN, "return torch.nn.functional.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)")]),
     "uses_nn_LayerNorm": ("02_layer_norm", [
         ("self.bias = nn.Parameter(torch.zeros(d_model))", "self.builtin = nn.LayerNorm(d_model)"),
-        ("return centered / torch.sqrt(variance + self.eps) * self.weight + self.bias", "return self.builtin(x)")]),
+        (_LN_RETURN, "return self.builtin(x)")]),
+    "aten_native_layer_norm": ("02_layer_norm", [(
+        _LN_RETURN, "return torch.ops.aten.native_layer_norm(x, [self.d_model], self.weight, self.bias, self.eps)[0]")]),
+    "one_group_group_norm": ("02_layer_norm", [(_LN_RETURN, (
+        "flat = x.reshape(-1, self.d_model)\n"
+        "        return nn.functional.group_norm(flat, 1, self.weight, self.bias, self.eps).reshape(x.shape)"))]),
+    "wraps_addnorm_layer_norm": ("02_layer_norm", [(_LN_RETURN, "import addnorm\n        return addnorm.LayerNorm.forward(self, x)")]),
+    "centers_input_in_place": ("02_layer_norm", [("centered = x - mean ", "centered = x.sub_(mean) ")]),
+    "float64_not_cast_back": ("02_layer_norm", [(_LN_MEAN, "x = x.double()\n        mean = x.mean(dim=-1, keepdim=True)")]),
+    "rms_norm_builtin": ("02_layer_norm", [(_RMS_RETURN, "return nn.functional.rms_norm(x, (self.d_model,), self.weight, self.eps)")]),
+    # 03_encoder_stack
     "encoder_post_pre_ln_swapped": ("03_encoder_stack", [("if self.norm_first:", "if not self.norm_first:")]),
     "encoder_residual_forgotten": ("03_encoder_stack", [("x = self.norm1(x + self.dropout(attend(x)))",
                                                          "x = self.norm1(self.dropout(attend(x)))")]),
     "encoder_shared_weights": ("03_encoder_stack", [(
         "self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(num_layers))",
         "self.layers = nn.ModuleList([layer] * num_layers)")]),
+    "encoder_second_norm_never_applied": ("03_encoder_stack", [(
+        "return self.norm2(x + self.dropout(self.feed_forward(x)))", "return self.norm1(x + self.dropout(self.feed_forward(x)))")]),
+    "encoder_ffn_without_dropout": ("03_encoder_stack", [(
+        "return self.norm2(x + self.dropout(self.feed_forward(x)))", "return self.norm2(x + self.feed_forward(x))")]),
+    "encoder_dropout_on_sublayer_input": ("03_encoder_stack", [(
+        "x = self.norm1(x + self.dropout(attend(x)))", "x = self.norm1(x + attend(self.dropout(x)))")]),
+    "encoder_hard_coded_dropout_rate": ("03_encoder_stack", [("nn.Dropout(dropout)", "nn.Dropout(0.1)")]),
+    "encoder_pre_ln_modifies_input_in_place": ("03_encoder_stack", [(
+        "x = x + self.dropout(attend(self.norm1(x)))", "x += self.dropout(attend(self.norm1(x)))")]),
+    "encoder_ignores_norm": ("03_encoder_stack", [(_ENCODER_RETURN, "return x")]),
+    "encoder_norm_after_every_layer": ("03_encoder_stack", [
+        (_ENCODER_LOOP, _ENCODER_LOOP + "\n            if self.norm is not None:\n                x = self.norm(x)"),
+        (_ENCODER_RETURN, "return x")]),
+    "encoder_first_layer_repeated": ("03_encoder_stack", [(
+        _ENCODER_LOOP, "x = self.layers[0](x, src_key_padding_mask=src_key_padding_mask)")]),
+    "encoder_keeps_original_layer": ("03_encoder_stack", [("self.norm = norm ", "self.layer = layer\n        self.norm = norm ")]),
+    "encoder_layer_wraps_addnorm": ("03_encoder_stack", [("def attend(h):", (
+        "import addnorm\n        return addnorm.EncoderLayer.forward(self, x, src_key_padding_mask)\n        def attend(h):"))]),
+    # 04_decoder_stack
     "no_causal_mask": ("04_decoder_stack", [("self.self_attn(h, h, h, attn_mask=mask)", "self.self_attn(h, h, h)")]),
     "inverted_causal_mask": ("04_decoder_stack", [("return torch.ones(n, n, dtype=torch.bool).triu(diagonal=1)",
                                                    "return ~torch.ones(n, n, dtype=torch.bool).triu(diagonal=1)")]),
-    "decoder_memory_is_x": ("04_decoder_stack", [("x = layer(x, memory)", "x = layer(x, x)")]),
-    "decoder_memory_is_previous_output": ("04_decoder_stack", [("x = layer(x, memory)", "memory = x = layer(x, memory)")]),
-    "sin_cos_swapped": ("05_positional_encoding", [("pe[:, 0::2] = torch.sin(angle)", "pe[:, 0::2] = torch.cos(angle)"),
-                                                   ("pe[:, 1::2] = torch.cos(angle)", "pe[:, 1::2] = torch.sin(angle)")]),
+    "causal_mask_from_addnorm": ("04_decoder_stack", [("return torch.ones(n, n, dtype=torch.bool).triu(diagonal=1)",
+                                                       "import addnorm\n    return addnorm.causal_mask(n)")]),
+    "decoder_memory_as_query": ("04_decoder_stack", [("self.cross_attn(h, memory, memory)", "self.cross_attn(memory, h, h)")]),
+    "decoder_second_norm_never_applied": ("04_decoder_stack", [(
+        "zip(self.norms, sublayers)", "zip([self.norms[0], self.norms[1], self.norms[1]], sublayers)")]),
+    "decoder_post_ln_without_dropout": ("04_decoder_stack", [(_DECODER_POST_LN, "x = norm(x + sublayer(x))")]),
+    "decoder_dropout_on_sublayer_input": ("04_decoder_stack", [(_DECODER_POST_LN, "x = norm(x + sublayer(self.dropout(x)))")]),
+    "decoder_hard_coded_dropout_rate": ("04_decoder_stack", [("nn.Dropout(dropout)", "nn.Dropout(0.1)")]),
+    "decoder_pre_ln_modifies_input_in_place": ("04_decoder_stack", [(
+        "x = x + self.dropout(sublayer(norm(x)))", "x += self.dropout(sublayer(norm(x)))")]),
+    "decoder_memory_is_x": ("04_decoder_stack", [(_DECODER_LOOP, "x = layer(x, x)")]),
+    "decoder_memory_is_previous_output": ("04_decoder_stack", [(_DECODER_LOOP, "memory = x = layer(x, memory)")]),
+    "decoder_ignores_norm": ("04_decoder_stack", [("return x if self.norm is None else self.norm(x)", "return x")]),
+    # 05_positional_encoding
+    "sin_cos_swapped": ("05_positional_encoding", [(_TABLE[0], "pe[:, 0::2] = torch.cos(angle)"),
+                                                   (_TABLE[1], "pe[:, 1::2] = torch.sin(angle)")]),
     "sin_cos_not_interleaved": ("05_positional_encoding", [(
-        "return pe.float()", "return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).float()")]),
+        _TABLE[2], "return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).float()")]),
     "no_sqrt_d_model_scaling": ("05_positional_encoding", [("self.tokens(tokens) * math.sqrt(self.d_model)",
                                                             "self.tokens(tokens)")]),
     "encoding_added_twice": ("05_positional_encoding", [("return x + self.position_table[: tokens.shape[1]]",
                                                          "return x + 2 * self.position_table[: tokens.shape[1]]")]),
+    "stray_dropout": ("05_positional_encoding", [
+        ("persistent=False)", "persistent=False)\n        self.dropout = nn.Dropout(0.1)"),
+        ("return x + self.position_table[: tokens.shape[1]]", "return self.dropout(x + self.position_table[: tokens.shape[1]])")]),
+    "learned_position_table": ("05_positional_encoding", [(
+        'self.register_buffer("position_table", sinusoidal_encoding(max_len, d_model), persistent=False)',
+        "self.position_table = nn.Parameter(sinusoidal_encoding(max_len, d_model))")]),
+}
+
+# Shortcuts that delegate the whole exercise: they must lose points, and may lose them all.
+SHORTCUTS = {
+    "wraps_addnorm_AddNorm": ("01_residual", [("if self.norm_first:", (
+        "import addnorm\n        return addnorm.AddNorm.forward(self, x, sublayer)\n        if self.norm_first:"))]),
+    "wraps_addnorm_sinusoidal_encoding": ("05_positional_encoding", [(
+        "position = torch.arange(max_len, dtype=torch.float64)[:, None]",
+        "import addnorm\n    return addnorm.sinusoidal_encoding(max_len, d_model)\n    position = torch.arange(max_len, dtype=torch.float64)[:, None]")]),
+}
+
+# Correct programs written differently from the solution: each must keep full marks.
+ALTERNATIVES = {
+    # 01_residual
+    "functional_dropout": ("01_residual", [
+        ("self.dropout = nn.Dropout(dropout)", "self.p = dropout"),
+        ("self.dropout(sublayer(self.norm(x)))", "nn.functional.dropout(sublayer(self.norm(x)), self.p, self.training)"),
+        ("self.dropout(sublayer(x))", "nn.functional.dropout(sublayer(x), self.p, self.training)")]),
+    "norm_called_through_forward": ("01_residual", [("sublayer(self.norm(x))", "sublayer(self.norm.forward(x))"),
+                                                    ("return self.norm(x +", "return self.norm.forward(x +")]),
+    "one_code_path": ("01_residual", [("if self.norm_first:", (
+        "h = self.norm(x) if self.norm_first else x\n        y = x + self.dropout(sublayer(h))\n"
+        "        return y if self.norm_first else self.norm(y)\n        if self.norm_first:"))]),
+    # 02_layer_norm
+    "var_unbiased_false": ("02_layer_norm", [(_LN_VARIANCE, "variance = x.var(dim=-1, keepdim=True, unbiased=False)")]),
+    "var_mean": ("02_layer_norm", [(_LN_MEAN, "variance, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)"),
+                                   (_LN_VARIANCE, "pass")]),
+    "rsqrt": ("02_layer_norm", [(_LN_RETURN, "return centered * torch.rsqrt(variance + self.eps) * self.weight + self.bias"),
+                                (_RMS_RETURN, "return x * (mean_square + self.eps).rsqrt() * self.weight")]),
+    "float64_then_cast": ("02_layer_norm", [
+        (_LN_MEAN, "x64 = x.double()\n        mean = x64.mean(dim=-1, keepdim=True)"),
+        ("centered = x - mean ", "centered = x64 - mean "),
+        (_LN_RETURN, "return (centered / torch.sqrt(variance + self.eps)).to(x.dtype) * self.weight + self.bias")]),
+    "rms_through_vector_norm": ("02_layer_norm", [("mean_square = x.pow(2).mean(dim=-1, keepdim=True)",
+                                                   "mean_square = x.norm(dim=-1, keepdim=True) ** 2 / self.d_model")]),
+    # 03_encoder_stack
+    "encoder_functools_reduce": ("03_encoder_stack", [(
+        "for layer in self.layers:\n            " + _ENCODER_LOOP,
+        "import functools\n        x = functools.reduce(lambda h, layer: layer(h, src_key_padding_mask), self.layers, x)")]),
+    "encoder_layer_called_through_forward": ("03_encoder_stack", [(_ENCODER_LOOP, "x = layer.forward(x, src_key_padding_mask)")]),
+    "encoder_list_of_deep_copies_identity_norm": ("03_encoder_stack", [
+        ("self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(num_layers))",
+         "copies = [copy.deepcopy(layer) for _ in range(num_layers)]\n        self.layers = nn.ModuleList(copies)\n"
+         "        self.final = nn.Identity() if norm is None else norm"),
+        (_ENCODER_RETURN, "return self.final(x)")]),
+    "encoder_torch_layer_norms_created_in_other_order": ("03_encoder_stack", [(
+        "self.norm1 = LayerNorm(d_model)\n        self.norm2 = LayerNorm(d_model)",
+        "self.norm2 = nn.LayerNorm(d_model)\n        self.norm1 = nn.LayerNorm(d_model)")]),
+    "encoder_layer_of_addnorm_blocks": ("03_encoder_stack", [
+        ("self.norm1 = LayerNorm(d_model)\n        self.norm2 = LayerNorm(d_model)\n        self.dropout = nn.Dropout(dropout)",
+         "import addnorm\n        self.sub1 = addnorm.AddNorm(d_model, dropout, norm_first)\n"
+         "        self.sub2 = addnorm.AddNorm(d_model, dropout, norm_first)"),
+        ("if self.norm_first:", "return self.sub2(self.sub1(x, attend), self.feed_forward)\n        if self.norm_first:")]),
+    # 04_decoder_stack
+    "decoder_layer_called_through_forward": ("04_decoder_stack", [(_DECODER_LOOP, "x = layer.forward(x, memory)")]),
+    "decoder_cached_mask_buffer": ("04_decoder_stack", [("mask = causal_mask(x.shape[1])", (
+        "n = x.shape[1]\n        if getattr(self, 'cached_mask', None) is None or self.cached_mask.shape[0] < n:\n"
+        "            self.register_buffer('cached_mask', causal_mask(max(n, 16)), persistent=False)\n"
+        "        mask = self.cached_mask[:n, :n]"))]),
+    "causal_mask_from_tril": ("04_decoder_stack", [("return torch.ones(n, n, dtype=torch.bool).triu(diagonal=1)",
+                                                    "return ~torch.tril(torch.ones(n, n)).bool()")]),
+    "decoder_functools_reduce": ("04_decoder_stack", [(
+        "for layer in self.layers:\n            " + _DECODER_LOOP,
+        "import functools\n        x = functools.reduce(lambda h, layer: layer(h, memory), self.layers, x)")]),
+    "decoder_named_torch_layer_norms": ("04_decoder_stack", [(
+        "self.norms = nn.ModuleList(LayerNorm(d_model) for _ in range(3))",
+        "self.norm3 = nn.LayerNorm(d_model)\n        self.norm2 = nn.LayerNorm(d_model)\n        self.norm1 = nn.LayerNorm(d_model)\n"
+        "        self.norms = [self.norm1, self.norm2, self.norm3]")]),
+    # 05_positional_encoding
+    "numpy_table": ("05_positional_encoding", [(_TABLE[2], (
+        "import numpy as np\n    table = np.zeros((max_len, d_model))\n    positions = np.arange(max_len)[:, None]\n"
+        "    rates = np.power(10000.0, np.arange(0, d_model, 2) / d_model)\n"
+        "    table[:, 0::2] = np.sin(positions / rates)\n    table[:, 1::2] = np.cos(positions / rates)\n"
+        "    return torch.from_numpy(table).float()"))]),
+    "table_from_loops": ("05_positional_encoding", [(_TABLE[2], (
+        "pe = torch.zeros(max_len, d_model)\n    for p in range(max_len):\n        for i in range(0, d_model, 2):\n"
+        "            pe[p, i] = math.sin(p / 10000 ** (i / d_model))\n"
+        "            pe[p, i + 1] = math.cos(p / 10000 ** (i / d_model))\n    return pe"))]),
+    "table_stacked_with_exp": ("05_positional_encoding", [(_TABLE[2], (
+        "pos = torch.arange(max_len).float()[:, None]\n"
+        "    freq = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2).float() / d_model)\n"
+        "    return torch.stack([torch.sin(pos * freq), torch.cos(pos * freq)], dim=-1).reshape(max_len, d_model)"))]),
+    "table_computed_in_forward": ("05_positional_encoding", [
+        ('self.register_buffer("position_table", sinusoidal_encoding(max_len, d_model), persistent=False)',
+         "self.max_len = max_len"),
+        ("return x + self.position_table[: tokens.shape[1]]", "return x + sinusoidal_encoding(tokens.shape[1], self.d_model)")]),
+}
+
+# mistake -> (test cell, words its feedback must contain): the message names the mistake and the fix.
+MESSAGES = {
+    "dropout_on_sublayer_input": ("test_dropout_and_gradients", "dropout is applied to the sublayer's input"),
+    "hard_coded_dropout_rate": ("test_dropout_and_gradients", "is the rate hard-coded"),
+    "second_norm_never_applied": ("test_shapes_and_parameters", ": more."),
+    "one_group_group_norm": ("test_layer_norm_values", "built-in normalization group_norm"),
+    "aten_native_layer_norm": ("test_layer_norm_values", "built-in normalization native_layer_norm"),
+    "wraps_addnorm_layer_norm": ("test_layer_norm_values", "calls addnorm's LayerNorm"),
+    "hard_coded_axis": ("test_layer_norm_values", "Take the statistics over the last axis"),
+    "centers_input_in_place": ("test_layer_norm_values", "in place"),
+    "encoder_second_norm_never_applied": ("test_encoder_layer_post_ln", "the same LayerNorm"),
+    "encoder_ignores_norm": ("test_encoder_stack", "ignores its norm"),
+    "encoder_keeps_original_layer": ("test_encoder_independent_layers", ": more."),
+    "encoder_shared_weights": ("test_encoder_independent_layers", "same layer in the list"),
+    "decoder_memory_as_query": ("test_decoder_layer_causal", "self.cross_attn(h, memory, memory)"),
+    "decoder_memory_is_previous_output": ("test_decoder_stack_memory", "output on as the next layer's memory"),
+    "stray_dropout": ("test_embedding_scaling", "a dropout is at work"),
 }
 
 
@@ -102,11 +278,13 @@ def autograde(course: Path, *extra: str) -> subprocess.Popen:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """Two graded courses: "class" (the pipeline cases) and "mistakes" (one student per classic mistake)."""
+    """Three graded courses: "class" (the pipeline cases), "mistakes" (one student per classic mistake) and
+    "alternatives" (one student per correct alternative or shortcut)."""
     base = tmp_path_factory.mktemp("grading")
     course = grading.make_course(base / "class")
-    mistakes = base / "mistakes"
+    mistakes, alternatives = base / "mistakes", base / "alternatives"
     shutil.copytree(course, mistakes)                           # the same release and gradebook, graded separately
+    shutil.copytree(course, alternatives)
 
     for assignment in ASSIGNMENTS:
         submit_notebook(course, "full", assignment, solution_text(assignment))
@@ -140,14 +318,19 @@ def graded(tmp_path_factory):
 
     for name, (assignment, replacements) in MISTAKES.items():
         submit_notebook(mistakes, name, assignment, with_mistake(assignment, replacements))
+    for name, (assignment, replacements) in {**ALTERNATIVES, **SHORTCUTS}.items():
+        submit_notebook(alternatives, name, assignment, with_mistake(assignment, replacements))
 
     started = time.monotonic()
-    runs = {"class": autograde(course), "mistakes": autograde(mistakes)}   # two kernels at a time on two cores
+    runs = {"class": autograde(course), "mistakes": autograde(mistakes), "alternatives": autograde(alternatives)}
     logs = {name: run.communicate()[0] for name, run in runs.items()}
     return {
-        "course": course, "mistakes": mistakes, "log": logs["class"], "returncode": runs["class"].returncode,
+        "course": course, "mistakes": mistakes, "alternatives": alternatives,
+        "log": logs["class"], "returncode": runs["class"].returncode,
         "mistakes_log": logs["mistakes"], "mistakes_returncode": runs["mistakes"].returncode,
+        "alternatives_log": logs["alternatives"], "alternatives_returncode": runs["alternatives"].returncode,
         "scores": grading.scores(course), "mistake_scores": grading.scores(mistakes),
+        "alternative_scores": grading.scores(alternatives),
         "seconds": time.monotonic() - started,
     }
 
@@ -175,11 +358,42 @@ def test_untouched_exercises_score_zero(graded, assignment):
     assert errors and set(errors) <= {"NotImplementedError", "NameError"}, errors
 
 
-@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+@pytest.mark.parametrize("mistake", sorted(MISTAKES) + sorted(SHORTCUTS))
 def test_each_classic_mistake_loses_points(graded, mistake):
-    assignment, _ = MISTAKES[mistake]
-    result = score(graded["mistake_scores"], mistake, assignment)
+    if mistake in SHORTCUTS:
+        (assignment, _), scores = SHORTCUTS[mistake], graded["alternative_scores"]
+    else:
+        (assignment, _), scores = MISTAKES[mistake], graded["mistake_scores"]
+    result = score(scores, mistake, assignment)
     assert result["code"] < result["max_code"], f"{mistake} scored full marks: {result}"
+
+
+@pytest.mark.parametrize("alternative", sorted(ALTERNATIVES))
+def test_each_correct_alternative_keeps_full_marks(graded, alternative):
+    assignment, _ = ALTERNATIVES[alternative]
+    result = score(graded["alternative_scores"], alternative, assignment)
+    assert result["code"] == result["max_code"], (
+        f"{alternative}, a correct program, lost points: {result}\n" + error_text(graded["alternatives"], alternative, assignment))
+
+
+def error_text(course: Path, student: str, assignment: str, grade_id: str | None = None) -> str:
+    """The error outputs (colours removed) of a graded notebook's test cells, or of one of them."""
+    nb = nbformat.read(course / "autograded" / student / assignment / f"{ASSIGNMENTS[assignment]}.ipynb", as_version=4)
+    cells = [c for c in nb.cells if is_test_cell(c) and grade_id in (None, c.metadata["nbgrader"]["grade_id"])]
+    return "\n".join(re.sub(r"\x1b\[[0-9;]*m", "", "".join(o.traceback))
+                     for c in cells for o in c.get("outputs", []) if o.output_type == "error")
+
+
+@pytest.mark.parametrize("mistake", sorted(MESSAGES))
+def test_feedback_names_the_mistake_and_the_fix(graded, mistake):
+    """The failing test says what the learner did and what to do, in a short traceback without the grader's paths."""
+    assignment, _ = MISTAKES[mistake]
+    grade_id, words = MESSAGES[mistake]
+    text = error_text(graded["mistakes"], mistake, assignment, grade_id)
+    assert words in " ".join(text.split()), f"{mistake}: {words!r} not in the feedback of {grade_id}:\n{text}"
+    everything = error_text(graded["mistakes"], mistake, assignment)
+    for noise in ("site-packages", str(graded["mistakes"]), "/tmp/", "/work/"):
+        assert noise not in everything, f"{mistake}: the feedback shows {noise!r}:\n{everything}"
 
 
 def test_one_mistake_costs_only_the_parts_it_breaks(graded):
@@ -229,6 +443,28 @@ def test_a_file_that_is_not_a_notebook_is_reported_with_its_student(graded):
     assert not (graded["course"] / "autograded" / "broken" / "03_encoder_stack").exists()
     assert score(graded["scores"], "full", "03_encoder_stack")["code"] == score(graded["scores"], "full", "03_encoder_stack")["max_code"]
     assert graded["mistakes_returncode"] == 0, graded["mistakes_log"][-4000:]
+    assert graded["alternatives_returncode"] == 0, graded["alternatives_log"][-4000:]
+
+
+def test_the_log_tells_edited_cells_from_restored_hidden_tests(graded):
+    """Every test cell with hidden tests differs from the gradebook's copy; only the learner's edits are warned about."""
+    logs = graded["log"] + graded["mistakes_log"] + graded["alternatives_log"]
+    assert "Attribute 'checksum'" not in logs, "the restoring of hidden tests is still logged as a change"
+    edited = re.findall(r"Cell (\w+) was EDITED by the student", graded["log"])
+    rewritten = [c.metadata["nbgrader"]["grade_id"] for c in nbformat.reads(solution_text("01_residual"), as_version=4).cells
+                 if is_test_cell(c) or c.metadata.get("nbgrader", {}).get("grade_id") == "test_helpers"]
+    assert sorted(edited) == sorted(rewritten), (edited, rewritten)     # the "tamper" student's 01_residual only
+    assert "EDITED" not in graded["mistakes_log"] + graded["alternatives_log"]
+
+
+def test_validate_prints_whole_messages(graded):
+    """`nbgrader validate` in a terminal wraps a long failure message instead of cutting it at 90 characters."""
+    assignment, replacements = MISTAKES["hard_coded_dropout_rate"]
+    path = graded["mistakes"] / "validate_me.ipynb"
+    path.write_text(with_mistake(assignment, replacements), encoding="utf-8")
+    result = grading.run_nbgrader(["validate", path.name], graded["mistakes"], check=False)
+    words = " ".join((result.stdout + result.stderr).split())
+    assert "is the rate hard-coded? Use the dropout argument: nn.Dropout(dropout)." in words, result.stdout[-3000:]
 
 
 def test_feedback_is_written_for_every_student(graded):
@@ -241,18 +477,20 @@ def test_feedback_is_written_for_every_student(graded):
         assert html.exists(), f"no feedback for {path}"
         text = html.read_text(encoding="utf-8")
         assert "Score:" in text and "BEGIN HIDDEN TESTS" not in text, path
+        assert "site-packages" not in text and str(course) not in text, f"{path}: the grader's paths show"
     hang = (course / "feedback" / "hang" / "02_layer_norm" / "layer_norm.html").read_text(encoding="utf-8")
     assert "CellTimeoutError" in hang or "KeyboardInterrupt" in hang
 
 
 def test_grading_twice_gives_identical_scores(graded):
-    """Regrade the positional-encoding submissions (four partial scores) and compare."""
+    """Regrade the positional-encoding submissions (partial scores) and compare."""
     course = graded["mistakes"]
     grading.run_nbgrader(["autograde", "05_positional_encoding", "--force",
                           f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"], course)
     again = grading.scores(course)
     before = {k: v for k, v in graded["mistake_scores"].items() if k[1] == "05_positional_encoding"}
-    assert len(before) == 4 and {k: again[k] for k in before} == before
+    expected = sum(assignment == "05_positional_encoding" for assignment, _ in MISTAKES.values())
+    assert len(before) == expected and {k: again[k] for k in before} == before
 
 
 def test_the_notebook_time_budget_cuts_a_hanging_notebook_short(graded):
