@@ -319,7 +319,7 @@ class LogEditedCells(RestoreDeletedTests):
 c.Autograde.sanitize_preprocessors = [
     LogEditedCells if p is RestoreDeletedTests else p for p in c.Autograde.sanitize_preprocessors]
 c.Autograde.autograde_preprocessors = [
-    p for step in c.Autograde.autograde_preprocessors for p in ((step, CleanTracebacks) if step is BudgetedExecute else (step,))]
+    p for step in c.Autograde.autograde_preprocessors for p in ((step, CleanTracebacks) if issubclass(step, BudgetedExecute) else (step,))]
 c.GenerateFeedback.preprocessors = [
     p for step in c.GenerateFeedback.preprocessors for p in ((CleanTracebacks, step) if step is WrapErrorMessages else (step,))]
 
