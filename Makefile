@@ -56,7 +56,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/lab/tree/exercises $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/exercises --LabApp.app_settings_dir=$(CURDIR)/.jupyter/lab/settings $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # nbgrader's generate_assignment, run in a throw-away course directory (so no gradebook.db lands here); its
 # release replaces exercises/. tests/test_exercises.py fails when exercises/ differs from what this makes.
