@@ -3,6 +3,7 @@
 #   make test       run the whole test suite (library, chapters, grading, website)
 #   make test-fast  everything but the book build, nbgrader and the browser (the inner loop, < 2 min)
 #   make lab        open JupyterLab on the exercises
+#   make check      grade your own exercises/ with the full tests (EXERCISE=02_layer_norm for one)
 #   make exercises  regenerate exercises/ from solutions/ with nbgrader
 #   make serve      serve the built site on http://127.0.0.1:8000
 #   make clean      remove build outputs
@@ -15,7 +16,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: book test test-fast lab exercises serve clean graphviz browser
+.PHONY: book test test-fast lab exercises serve clean graphviz browser check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -74,3 +75,8 @@ clean:
 	rm -rf _build .pytest_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
 	rm -rf gradebook.db submitted autograded feedback
+
+# The learner's self-check: grades a copy of each exercises/ notebook with the full tests (hidden ones too) in a
+# throw-away course directory; prints scores and failing tests, writes feedback-self/. Your notebooks are only read.
+check: $(STAMP)
+	$(BIN)/python tools/self_check.py $(EXERCISE)
