@@ -15,6 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from playwright.sync_api import Page
 
 pytestmark = pytest.mark.slow
 
@@ -135,3 +136,19 @@ def test_feedback_is_written_and_the_exit_code_says_not_done(self_check) -> None
         assert str(html) in self_check["out"], f"the output does not say where {html.name} is"
     assert self_check["code"] == 1, (self_check["code"], self_check["err"][-3000:])
     assert "instructor's tests may differ" in self_check["out"]
+
+
+def test_feedback_formulas_render_offline(self_check, page: Page) -> None:
+    """The feedback HTML, opened as a file with every other request aborted, typesets its formulas with the local
+    MathJax in feedback-self/_mathjax (nbgrader's own template would load MathJax from a CDN)."""
+    html = self_check["feedback"] / HALF / notebook_of(HALF).replace(".ipynb", ".html")
+    assert "cdnjs" not in html.read_text(encoding="utf-8"), "the feedback still loads MathJax from a CDN"
+    outside: list[str] = []
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
+               else (outside.append(route.request.url), route.abort()))
+    page.goto(html.as_uri())
+    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000)
+    page.evaluate("() => MathJax.startup.promise")
+    assert page.locator("mjx-container").count() > 0, "no formula typeset in the feedback"
+    assert page.locator("mjx-merror").count() == 0, "a formula failed to typeset"
+    assert not outside, f"the feedback asked for {outside}"

@@ -12,6 +12,7 @@ visible tests, and autograde needs a course directory with a gradebook, which th
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 import tempfile
@@ -24,6 +25,17 @@ import grading
 
 ROOT = grading.ROOT
 STUDENT = "self"
+# nbgrader's feedback template loads MathJax 2 from a CDN (its mathjax() macro takes no URL from the configuration).
+# The self-check's feedback instead loads MathJax 3 from one copy in feedback-self/_mathjax/ (about 3 MB, copied from
+# sphinx-mathjax-offline, which the course installs for the website), so formulas render offline.
+MATHJAX_SOURCE = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
+    "site-packages" / "sphinx-mathjax-offline" / "static" / "mathjax"
+MATHJAX_FILES = ["tex-chtml.js", "output/chtml/fonts/woff-v2"]
+CDN_MATHJAX = re.compile(r'<script src="https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/[^"]*">\s*</script>.*?'
+                         r'<script type="text/x-mathjax-config">.*?</script>', re.S)
+LOCAL_MATHJAX = """<script>window.MathJax = {{tex: {{inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], processEscapes: true,
+  processEnvironments: true, tags: 'ams'}}}};</script>
+<script src="{src}" defer></script>"""
 # How the learner's code runs. It is the learner's own code on their own machine, so nbgrader's plain autograde is
 # right here; if the course's `nbgrader autograde` sandboxes submissions by default, put its opt-out flag here.
 AUTOGRADE_OPTIONS: list[str] = []
@@ -78,6 +90,26 @@ def failed_tests(autograded: Path) -> list[FailedTest]:
     return failed
 
 
+def copy_mathjax(feedback_dir: Path) -> Path:
+    """Copy MathJax 3's TeX-to-HTML bundle and its fonts into feedback_dir/_mathjax once; return that folder."""
+    target = feedback_dir / "_mathjax"
+    for name in MATHJAX_FILES:
+        source, destination = MATHJAX_SOURCE / name, target / name
+        if destination.exists():
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, destination)
+        else:
+            shutil.copy(source, destination)
+    return target
+
+
+def with_local_mathjax(html: str, src: str) -> str:
+    """The feedback HTML with nbgrader's CDN MathJax block replaced by MathJax 3 loaded from `src`."""
+    return CDN_MATHJAX.sub(lambda _: LOCAL_MATHJAX.format(src=src), html, count=1)
+
+
 def check(assignment: str, notebook: Path, course: Path, feedback_dir: Path) -> Result:
     """Autograde a copy of `notebook` as exercise `assignment` in `course`; copy its feedback HTML to feedback_dir."""
     grading.submit(course, STUDENT, assignment, {notebook.name: notebook.read_bytes()})
@@ -88,7 +120,9 @@ def check(assignment: str, notebook: Path, course: Path, feedback_dir: Path) -> 
     target = feedback_dir / assignment / html.name
     if html.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(html, target)
+        mathjax = copy_mathjax(feedback_dir) / "tex-chtml.js"
+        src = Path("..", mathjax.relative_to(feedback_dir)).as_posix()     # relative: works as a file and when served
+        target.write_text(with_local_mathjax(html.read_text(encoding="utf-8"), src), encoding="utf-8")
     failed = failed_tests(course / "autograded" / STUDENT / assignment / notebook.name)
     return Result(assignment, notebook.name, score["code"], score["max_code"], failed, score["max_written"],
                   target if html.is_file() else None)
