@@ -166,6 +166,8 @@ def test_a_chapter_opens_as_a_notebook_renders_and_runs(lab: str, page: Page) ->
     assert not raw_roles(text), f"raw roles in the rendered chapter: {raw_roles(text)}"
     assert page.locator(f"{panel} .jp-MarkdownCell .katex").count() > 0, "no formula typeset by MyST (KaTeX)"
     assert "```{" not in text and ":::{" not in text, "a MyST directive shown as raw text"
+    page.wait_for_function("() => /Idle/.test(document.querySelector('#jp-main-statusbar').innerText)",
+                           timeout=KERNEL_TIMEOUT_MS)                  # the chapter's kernel has started
     page.locator(f"{panel} .jp-MarkdownCell").first.click()
     page.keyboard.press("Escape")                                      # command mode
     queued = 0
@@ -173,7 +175,12 @@ def test_a_chapter_opens_as_a_notebook_renders_and_runs(lab: str, page: Page) ->
         queued += page.locator(f"{panel} .jp-Cell.jp-mod-active.jp-CodeCell").count()
         page.keyboard.press("Shift+Enter")
     figure = page.locator(f"{panel} .jp-OutputArea-output img[src^='data:image/png']").first
-    figure.wait_for(timeout=KERNEL_TIMEOUT_MS)
+    try:
+        figure.wait_for(timeout=KERNEL_TIMEOUT_MS)
+    except PlaywrightTimeoutError:
+        prompts = page.locator(f"{panel} .jp-CodeCell .jp-InputPrompt").all_inner_texts()[:FIGURE_CELLS + 1]
+        status = page.inner_text("#jp-main-statusbar")
+        pytest.fail(f"no figure after running the first {FIGURE_CELLS} code cells: prompts {prompts}, status {status!r}")
     assert figure.evaluate("img => img.naturalWidth") > 100, "the figure did not load"
     errors = page.locator(f"{panel} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
     assert errors.count() == 0, errors.all_inner_texts()
