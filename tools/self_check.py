@@ -15,6 +15,7 @@ import argparse
 import re
 import shutil
 import sys
+import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,7 @@ STUDENT = "self"
 # nbgrader's feedback template loads MathJax 2 from a CDN (its mathjax() macro takes no URL from the configuration).
 # The self-check's feedback instead loads MathJax 3 from one copy in feedback-self/_mathjax/ (about 3 MB, copied from
 # sphinx-mathjax-offline, which the course installs for the website), so formulas render offline.
-MATHJAX_SOURCE = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
-    "site-packages" / "sphinx-mathjax-offline" / "static" / "mathjax"
+MATHJAX_SOURCE = Path(sysconfig.get_paths()["purelib"]) / "sphinx-mathjax-offline" / "static" / "mathjax"
 MATHJAX_FILES = ["tex-chtml.js", "output/chtml/fonts/woff-v2"]
 CDN_MATHJAX = re.compile(r'<script src="https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/[^"]*">\s*</script>.*?'
                          r'<script type="text/x-mathjax-config">.*?</script>', re.S)
@@ -120,9 +120,11 @@ def check(assignment: str, notebook: Path, course: Path, feedback_dir: Path) -> 
     target = feedback_dir / assignment / html.name
     if html.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
-        mathjax = copy_mathjax(feedback_dir) / "tex-chtml.js"
-        src = Path("..", mathjax.relative_to(feedback_dir)).as_posix()     # relative: works as a file and when served
-        target.write_text(with_local_mathjax(html.read_text(encoding="utf-8"), src), encoding="utf-8")
+        text = html.read_text(encoding="utf-8")
+        if MATHJAX_SOURCE.is_dir():          # else nbgrader's page as it is: formulas stay LaTeX source offline
+            mathjax = copy_mathjax(feedback_dir) / "tex-chtml.js"
+            text = with_local_mathjax(text, Path("..", mathjax.relative_to(feedback_dir)).as_posix())  # relative path
+        target.write_text(text, encoding="utf-8")
     failed = failed_tests(course / "autograded" / STUDENT / assignment / notebook.name)
     return Result(assignment, notebook.name, score["code"], score["max_code"], failed, score["max_written"],
                   target if html.is_file() else None)
