@@ -3,11 +3,11 @@
 The command is read from `make --dry-run lab` (so the test follows the Makefile) and started with a free port, a
 token and no browser of its own; the learner's Jupyter settings, workspaces and runtime files are replaced by empty
 temporary folders, and autosave is off, so the test neither reads nor changes anything outside the repository and
-never writes a chapter back. Every request to a host other than 127.0.0.1 is aborted.
+never writes a chapter back; its checkpoints go to the temporary folder too. Every request to a host other than 127.0.0.1 is aborted.
 
 Checked: the browser lands on exercises/; a chapter (a MyST Markdown file) opens as a Jupytext notebook with its MyST
 rendered (headings, math, no raw `{role}` text), its first cells run and draw a figure; the chapter link inside an
-exercise opens the chapter the same way; no chapter file changes.
+exercise opens the chapter the same way; no file in chapters/ or exercises/ changes or appears.
 """
 
 from __future__ import annotations
@@ -65,9 +65,10 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def chapter_hashes() -> dict[str, str]:
-    """SHA-256 of every chapter file, to prove the browser session wrote none of them."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((ROOT / "chapters").glob("*.md"))}
+def course_files() -> dict[str, str]:
+    """SHA-256 of every file in chapters/ and exercises/, to prove the browser session wrote or added none."""
+    return {p.relative_to(ROOT).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for folder in ("chapters", "exercises") for p in sorted((ROOT / folder).rglob("*")) if p.is_file()}
 
 
 def private_jupyter_env(home: Path) -> dict[str, str]:
@@ -101,9 +102,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("jupyter-home")
     port, token = free_port(), secrets.token_hex(16)
     command = (f"exec {lab_command()} --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port={port} "
-               f"--ServerApp.port_retries=0 --IdentityProvider.token={shlex.quote(token)}")
+               f"--ServerApp.port_retries=0 --IdentityProvider.token={shlex.quote(token)} "
+               f"--FileCheckpoints.checkpoint_dir={shlex.quote(str(home / 'checkpoints'))}")   # not beside the notebooks
     log = home / "lab.log"
-    before = chapter_hashes()
+    before = course_files()
     with log.open("w") as out:
         process = subprocess.Popen(["bash", "-c", command], cwd=ROOT, env=private_jupyter_env(home),
                                    stdout=out, stderr=subprocess.STDOUT)
@@ -116,7 +118,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             process.wait(30)
         except subprocess.TimeoutExpired:
             process.kill()
-    assert chapter_hashes() == before, "JupyterLab changed a chapter file"
+    after = course_files()
+    assert after == before, f"JupyterLab changed or added files: {sorted(set(after.items()) ^ set(before.items()))}"
 
 
 @pytest.fixture
