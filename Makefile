@@ -3,6 +3,7 @@
 #   make test       run the whole test suite (library, chapters, grading, website)
 #   make test-fast  everything but the book build, nbgrader and the browser (the inner loop, < 2 min)
 #   make lab        open JupyterLab on the exercises
+#   make check      grade your own exercises/ with the full tests (EXERCISE=02_layer_norm for one)
 #   make exercises  regenerate exercises/ from solutions/ with nbgrader
 #   make serve      serve the built site on http://127.0.0.1:8000
 #   make clean      remove build outputs
@@ -17,7 +18,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: book test test-fast lab exercises serve clean graphviz browser sweep hub hub-down sandbox grade
+.PHONY: book test test-fast lab exercises serve clean graphviz browser sweep hub hub-down sandbox grade check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,10 +59,11 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
 # Without a course hub, the Assignment List uses a private exchange in .exchange/ (see hub/solo/nbgrader_config.py).
+lab: export JUPYTER_CONFIG_PATH := $(CURDIR)/hub/solo$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))
+lab: export ADDNORM_LOCAL_EXCHANGE := $(CURDIR)/.exchange
 lab: $(STAMP)
 	@mkdir -p .exchange
-	JUPYTER_CONFIG_PATH=$(CURDIR)/hub/solo$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH)) ADDNORM_LOCAL_EXCHANGE=$(CURDIR)/.exchange \
-	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/lab/tree/exercises $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/exercises --LabApp.app_settings_dir=$(CURDIR)/.jupyter/lab/settings $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # nbgrader's generate_assignment, run in a throw-away course directory (so no gradebook.db lands here); its
 # release replaces exercises/. tests/test_exercises.py fails when exercises/ differs from what this makes.
@@ -105,3 +107,8 @@ sandbox:
 # Autograde every student's submission of ASSIGNMENT (default: every assignment), one nbgrader process per core.
 grade: $(STAMP) sandbox
 	$(BIN)/python tools/grade_class.py "$(or $(ASSIGNMENT),*)"
+
+# The learner's self-check: grades a copy of each exercises/ notebook with the full tests (hidden ones too) in a
+# throw-away course directory; prints scores and failing tests, writes feedback-self/. Your notebooks are only read.
+check: $(STAMP)
+	$(BIN)/python tools/self_check.py $(EXERCISE)

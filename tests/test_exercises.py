@@ -30,7 +30,8 @@ def generated(tmp_path_factory) -> Path:
 
 def tree_differences(made: Path, committed: Path) -> list[str]:
     """Files (relative paths) that are missing on one side or whose bytes differ."""
-    files = lambda root: {p.relative_to(root) for p in root.rglob("*") if p.is_file()}
+    def files(root: Path) -> set[Path]:      # JupyterLab's .ipynb_checkpoints/ are git-ignored, and nbgrader ignores them
+        return {p.relative_to(root) for p in root.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts}
     ours, theirs = files(made), files(committed)
     found = [f"{p} (not in exercises/)" for p in sorted(ours - theirs)]
     found += [f"{p} (in exercises/, not generated)" for p in sorted(theirs - ours)]

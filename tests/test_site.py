@@ -3,7 +3,8 @@
 Each page of the table of contents (and the search and index pages) is opened in pytest-playwright's `page`, with
 every request to a host other than 127.0.0.1 aborted and recorded. Per page: no console error, no failed request,
 no request outside the site (not even a reference in code that did not run), every image loaded and described by
-alt text, every formula typeset by the local MathJax, one h1 and headings in order. Separately: LinkChecker
+alt text, every formula typeset by the local MathJax, one h1 and headings in order; and axe-core finds no serious or
+critical accessibility violation once every folded answer and hidden cell is unfolded. Separately: LinkChecker
 follows every internal link, resource and #anchor (other hosts are never fetched), the search page finds
 "LayerNorm", each chapter offers its notebook and links to its exercise and back, and screenshots of the home
 page, a chapter and the glossary are saved to `_build/screenshots/`.
@@ -31,6 +32,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 from PIL import Image
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import BrowserContext, Page
 
 pytestmark = pytest.mark.slow
@@ -40,6 +42,7 @@ SITE_ENV = "ADDNORM_SITE_HTML"            # development only: test an already bu
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 NOT_PAGES = {"_static", "_sources", "_downloads", "_images"}
 PAGE_TIMEOUT_MS = 60_000
+AXE_FAILING_IMPACTS = {"serious", "critical"}     # axe-core's two highest impacts fail the test
 
 
 def toc_pages() -> list[str]:
@@ -258,6 +261,50 @@ def test_page_works_offline(path: str, page: Page, problems: list[str], site_url
     problems += [f"loads from another host: {u}" for u in dom["outsideLoads"]]
     problems += [f"an inline script names {u}" for u in dom["inlineScriptUrls"]]
     fail_if(problems, f"problems on {path}")
+
+
+# Runs in the page before axe: unfold what a reader can unfold (folded answers and hidden cells: <details>;
+# sphinx-togglebutton's dropdown admonitions), so their content is checked too, and wait for MathJax's typesetting.
+EXPAND_JS = r"""
+async () => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  document.querySelectorAll('button.toggle-button.toggle-button-hidden').forEach(b => b.click());
+  if (window.MathJax && window.MathJax.startup && window.MathJax.startup.promise) await window.MathJax.startup.promise;
+  return {closed: Array.from(document.querySelectorAll('details')).filter(d => !d.open).length,
+          folded: document.querySelectorAll('.toggle-hidden').length};
+}
+"""
+
+
+def axe_problems(response: dict) -> list[str]:
+    """axe-core's serious and critical violations, one line each: rule, impact, what it means, where (first nodes)."""
+    return [f"{v['id']} ({v['impact']}): {v['help']} — at {', '.join(str(n['target']) for n in v['nodes'][:3])}"
+            + (f" and {len(v['nodes']) - 3} more" if len(v["nodes"]) > 3 else "")
+            for v in response["violations"] if v.get("impact") in AXE_FAILING_IMPACTS]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_is_accessible(path: str, page: Page, site_url: str) -> None:
+    """axe-core (bundled with axe-playwright-python, injected from disk) finds no serious or critical violation on the
+    page with every folded answer, hidden cell and dropdown unfolded."""
+    page.goto(site_url + path, wait_until="load")
+    unfolded = page.evaluate(EXPAND_JS)
+    assert unfolded == {"closed": 0, "folded": 0}, f"widgets still folded before the check: {unfolded}"
+    page.wait_for_timeout(200)
+    response = Axe().run(page).response
+    assert response["passes"], "axe ran no passing rule: it did not check the page"
+    fail_if(axe_problems(response), f"accessibility violations on {path}")
+
+
+def test_axe_catches_a_serious_violation(page: Page, tmp_path: Path) -> None:
+    """The accessibility check above is not vacuous: an image without alt text and an unlabeled button fail it."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text('<!doctype html><html lang="en"><head><title>t</title></head><body>'
+                                                  '<main><h1>t</h1><img src="x.png"><button></button></main></body></html>')
+    with serve(tmp_path / "site") as url:
+        page.goto(url + "index.html")
+        rules = {line.split(" ", 1)[0] for line in axe_problems(Axe().run(page).response)}
+    assert {"image-alt", "button-name"} <= rules, rules
 
 
 # --------------------------------------------------------------------------- the site as a whole
