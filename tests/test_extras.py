@@ -98,3 +98,14 @@ def test_transformer_diagram_is_drawn_from_the_model():
     fig, ax = plots.figure()
     draw_transformer(ax, stages)
     assert ax.patches, "the diagram drew no boxes"
+
+
+def test_glue_prints_the_value_outside_the_book_build(monkeypatch, capsys):
+    from addnorm.lab import glue as glue_module
+
+    monkeypatch.delenv(glue_module.BOOK_BUILD, raising=False)
+    glue_module.glue("some_ratio", "0.52")
+    assert capsys.readouterr().out == "some_ratio = 0.52\n"
+    monkeypatch.setenv(glue_module.BOOK_BUILD, "1")
+    glue_module.glue("some_ratio", "0.52")
+    assert capsys.readouterr().out == ""

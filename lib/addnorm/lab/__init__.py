@@ -11,6 +11,9 @@ It imports the model (`addnorm`); the model never imports it.
 | `tracing` | `trace_calls`: the shape of every call into a module, as a table |
 | `plots` | the figures' common shapes: per-layer curves, loss curves, heatmaps |
 | `diagram` | a data-flow diagram of a Transformer, traced from a real forward pass |
+| `experiments` | `toy_tagger`, `grad_norms_at_init`: what several chapters measure |
+| `sweep` | the depth × learning-rate sweep behind chapters 1 and 2's maps (`make sweep`) |
+| `glue` | `glue`: a value for the book's text, printed too when a chapter runs in JupyterLab |
 """
 
 from .models import SequenceTagger
