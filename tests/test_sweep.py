@@ -81,3 +81,27 @@ def test_quick_sweep_writes_results_with_provenance(tmp_path):
     cell = sweep.cell("pre_ln", 2, 1e-3, 0)
     assert differences(sweep.rerun("pre_ln", 2, 1e-3, 0), cell) == []
     assert sweep.table("pre_ln").shape == (2, 1, 1)
+
+
+# ---- the committed results file, data/depth_lr_sweep.json (chapters 1 and 2 draw their maps from it) ----------
+
+def test_results_file_has_provenance_and_the_full_grid():
+    assert DATA.is_file(), f"{DATA.relative_to(ROOT)} is missing: it is committed (made by `make sweep`)"
+    content = json.loads(DATA.read_text())
+    check_results_file(content, GRID)
+    meta = content["meta"]
+    assert meta["command"] == "make sweep"
+    assert meta["run_time_s"] > 0 and meta["cells_cpu_time_s"] > 0
+    assert set(meta["variants"]) == set(GRID["variants"])
+
+
+def test_a_cell_of_the_results_file_reproduces():
+    assert DATA.is_file(), f"{DATA.relative_to(ROOT)} is missing: it is committed (made by `make sweep`)"
+    sweep = load_sweep(DATA)
+    cell = ("post_ln", 2, 1e-2, 0)                 # one of the cheapest cells, about a second
+    again, stored = sweep.rerun(*cell), sweep.cell(*cell)
+    if (sweep.meta["torch"], sweep.meta["cpu"]) == (torch.__version__, sweep_tool().cpu_model()):
+        assert differences(again, stored) == []    # same PyTorch and CPU: bit for bit
+    else:                                          # elsewhere: the same result within a tolerance
+        assert abs(again["accuracy"] - stored["accuracy"]) <= 0.05
+        assert again["diverged"] == stored["diverged"] and again["steps"] == stored["steps"]
