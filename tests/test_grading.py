@@ -243,24 +243,9 @@ MESSAGES = {
 
 # ---------------------------------------------------------------------------------------------- helpers
 
-def solution_text(assignment: str) -> str:
-    return (grading.SOLUTIONS / assignment / f"{ASSIGNMENTS[assignment]}.ipynb").read_text(encoding="utf-8")
-
-
 def is_test_cell(cell) -> bool:
     meta = cell.metadata.get("nbgrader", {})
     return bool(meta.get("grade")) and not meta.get("solution") and cell.cell_type == "code"
-
-
-def with_mistake(assignment: str, replacements: list[tuple[str, str]]) -> str:
-    """The solution notebook with the replacements applied to its solution cells (each must apply)."""
-    nb = nbformat.reads(solution_text(assignment), as_version=4)
-    solution_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"]
-    for old, new in replacements:
-        assert sum(c.source.count(old) for c in solution_cells) == 1, f"{old!r} is not exactly once in {assignment}'s solution code"
-        for cell in solution_cells:
-            cell.source = cell.source.replace(old, new)
-    return nbformat.writes(nb)
 
 
 def submit_notebook(course: Path, student: str, assignment: str, text: str | bytes) -> None:
@@ -287,29 +272,29 @@ def graded(tmp_path_factory):
     shutil.copytree(course, alternatives)
 
     for assignment in ASSIGNMENTS:
-        submit_notebook(course, "full", assignment, solution_text(assignment))
+        submit_notebook(course, "full", assignment, grading.solution_text(assignment))
         released = course / "exercises" / assignment / f"{ASSIGNMENTS[assignment]}.ipynb"
         submit_notebook(course, "blank", assignment, released.read_text(encoding="utf-8"))
 
     # rewritten test cells (on top of a real mistake), and deleted test cells (on top of another one)
-    nb = nbformat.reads(with_mistake(*MISTAKES["post_pre_ln_swapped"]), as_version=4)
+    nb = nbformat.reads(grading.with_replacements(*MISTAKES["post_pre_ln_swapped"]), as_version=4)
     for cell in nb.cells:
         if is_test_cell(cell):
             cell.source = "# all tests pass\npass"
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_helpers":     # the locked helpers cell
             cell.source = "_is_normalized = lambda t: True"
     submit_notebook(course, "tamper", "01_residual", nbformat.writes(nb))
-    nb = nbformat.reads(with_mistake(*MISTAKES["bessel_variance"]), as_version=4)
+    nb = nbformat.reads(grading.with_replacements(*MISTAKES["bessel_variance"]), as_version=4)
     nb.cells = [cell for cell in nb.cells if not is_test_cell(cell)]
     submit_notebook(course, "tamper", "02_layer_norm", nbformat.writes(nb))
 
     # a learner's code cell deleted together with the test cell below it
-    nb = nbformat.reads(solution_text("03_encoder_stack"), as_version=4)
+    nb = nbformat.reads(grading.solution_text("03_encoder_stack"), as_version=4)
     nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in ("encoder", "test_encoder_stack")]
     submit_notebook(course, "tamper", "03_encoder_stack", nbformat.writes(nb))
 
     # a submission that never returns: an infinite loop in RMSNorm.forward
-    submit_notebook(course, "hang", "02_layer_norm", with_mistake("02_layer_norm", [(
+    submit_notebook(course, "hang", "02_layer_norm", grading.with_replacements("02_layer_norm", [(
         "mean_square = x.pow(2).mean(dim=-1, keepdim=True)",
         "while True:\n            pass\n        mean_square = x.pow(2).mean(dim=-1, keepdim=True)")]))
 
@@ -317,9 +302,9 @@ def graded(tmp_path_factory):
     submit_notebook(course, "broken", "03_encoder_stack", "{ this is not a notebook")
 
     for name, (assignment, replacements) in MISTAKES.items():
-        submit_notebook(mistakes, name, assignment, with_mistake(assignment, replacements))
+        submit_notebook(mistakes, name, assignment, grading.with_replacements(assignment, replacements))
     for name, (assignment, replacements) in {**ALTERNATIVES, **SHORTCUTS}.items():
-        submit_notebook(alternatives, name, assignment, with_mistake(assignment, replacements))
+        submit_notebook(alternatives, name, assignment, grading.with_replacements(assignment, replacements))
 
     started = time.monotonic()
     runs = {"class": autograde(course), "mistakes": autograde(mistakes), "alternatives": autograde(alternatives)}
@@ -411,12 +396,12 @@ def test_rewritten_and_deleted_test_cells_are_restored(graded):
     nb = nbformat.read(graded["course"] / "autograded" / "tamper" / "02_layer_norm" / "layer_norm.ipynb", as_version=4)
     restored = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)]
     original = [c.metadata["nbgrader"]["grade_id"]
-                for c in nbformat.reads(solution_text("02_layer_norm"), as_version=4).cells if is_test_cell(c)]
+                for c in nbformat.reads(grading.solution_text("02_layer_norm"), as_version=4).cells if is_test_cell(c)]
     assert restored == original
     rewritten = nbformat.read(graded["course"] / "autograded" / "tamper" / "01_residual" / "residual.ipynb", as_version=4)
     assert all("# all tests pass" not in c.source for c in rewritten.cells if is_test_cell(c))
     helpers = lambda nb: [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_helpers"]
-    assert helpers(rewritten) == helpers(nbformat.reads(solution_text("01_residual"), as_version=4)), (
+    assert helpers(rewritten) == helpers(nbformat.reads(grading.solution_text("01_residual"), as_version=4)), (
         "the locked test-helpers cell was not restored from the gradebook")
     # the code cell and the test below it both deleted: the test comes back, the missing code scores zero
     both = score(graded["scores"], "tamper", "03_encoder_stack")
@@ -427,7 +412,7 @@ def test_rewritten_and_deleted_test_cells_are_restored(graded):
 
 def test_an_infinite_loop_times_out_and_the_class_is_still_graded(graded):
     result = score(graded["scores"], "hang", "02_layer_norm")
-    nb = nbformat.reads(solution_text("02_layer_norm"), as_version=4)
+    nb = nbformat.reads(grading.solution_text("02_layer_norm"), as_version=4)
     blocked = sum(c.metadata["nbgrader"]["points"] for c in nb.cells if is_test_cell(c)
                   and "rms_norm" in c.metadata["nbgrader"]["grade_id"])
     assert result["code"] == result["max_code"] - blocked, (
@@ -451,7 +436,7 @@ def test_the_log_tells_edited_cells_from_restored_hidden_tests(graded):
     logs = graded["log"] + graded["mistakes_log"] + graded["alternatives_log"]
     assert "Attribute 'checksum'" not in logs, "the restoring of hidden tests is still logged as a change"
     edited = re.findall(r"Cell (\w+) was EDITED by the student", graded["log"])
-    rewritten = [c.metadata["nbgrader"]["grade_id"] for c in nbformat.reads(solution_text("01_residual"), as_version=4).cells
+    rewritten = [c.metadata["nbgrader"]["grade_id"] for c in nbformat.reads(grading.solution_text("01_residual"), as_version=4).cells
                  if is_test_cell(c) or c.metadata.get("nbgrader", {}).get("grade_id") == "test_helpers"]
     assert sorted(edited) == sorted(rewritten), (edited, rewritten)     # the "tamper" student's 01_residual only
     assert "EDITED" not in graded["mistakes_log"] + graded["alternatives_log"]
@@ -461,7 +446,7 @@ def test_validate_prints_whole_messages(graded):
     """`nbgrader validate` in a terminal wraps a long failure message instead of cutting it at 90 characters."""
     assignment, replacements = MISTAKES["hard_coded_dropout_rate"]
     path = graded["mistakes"] / "validate_me.ipynb"
-    path.write_text(with_mistake(assignment, replacements), encoding="utf-8")
+    path.write_text(grading.with_replacements(assignment, replacements), encoding="utf-8")
     result = grading.run_nbgrader(["validate", path.name], graded["mistakes"], check=False)
     words = " ".join((result.stdout + result.stderr).split())
     assert "is the rate hard-coded? Use the dropout argument: nn.Dropout(dropout)." in words, result.stdout[-3000:]

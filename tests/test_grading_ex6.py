@@ -196,22 +196,6 @@ MAY_ALSO_FAIL = {"memory_is_the_embedded_source": {"test_training_run"}}
 
 # ---------------------------------------------------------------------------------------------- helpers
 
-def solution_text() -> str:
-    """The instructor notebook of exercise 6, as text."""
-    return (grading.SOLUTIONS / ASSIGNMENT / f"{NOTEBOOK}.ipynb").read_text(encoding="utf-8")
-
-
-def with_replacements(replacements: list[tuple[str, str]]) -> str:
-    """The solution notebook with the replacements applied to its solution cells (each must apply exactly once)."""
-    nb = nbformat.reads(solution_text(), as_version=4)
-    solution_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"]
-    for old, new in replacements:
-        assert sum(c.source.count(old) for c in solution_cells) == 1, f"{old!r} is not exactly once in the solution code"
-        for cell in solution_cells:
-            cell.source = cell.source.replace(old, new)
-    return nbformat.writes(nb)
-
-
 def outcomes(nb) -> dict[str, list[str]]:
     """grade_id -> the error messages of every autograded test cell (an empty list: the cell passed)."""
     return {cell.metadata["nbgrader"]["grade_id"]: [f"{o.ename}: {o.evalue}" for o in cell.get("outputs", [])
@@ -235,9 +219,9 @@ def training_report(nb) -> tuple[float, float]:
 def graded(tmp_path_factory):
     """One autograde run over the solution, every alternative and every mistake of exercise 6."""
     course = grading.make_course(tmp_path_factory.mktemp("grading_ex6") / "course")
-    submissions = {"solution": solution_text()}
-    submissions.update({name: with_replacements(replacements) for name, replacements in ALTERNATIVES.items()})
-    submissions.update({name: with_replacements(replacements) for name, (replacements, _, _) in MISTAKES.items()})
+    submissions = {"solution": grading.solution_text(ASSIGNMENT)}
+    submissions.update({name: grading.with_replacements(ASSIGNMENT, replacements) for name, replacements in ALTERNATIVES.items()})
+    submissions.update({name: grading.with_replacements(ASSIGNMENT, replacements) for name, (replacements, _, _) in MISTAKES.items()})
     for student, text in submissions.items():
         grading.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": text})
     result = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,

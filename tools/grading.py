@@ -25,6 +25,27 @@ def assignments(source: Path = SOLUTIONS) -> list[tuple[str, str]]:
                   if ".ipynb_checkpoints" not in nb.parts)
 
 
+def solution_text(assignment: str, source: Path = SOLUTIONS) -> str:
+    """The instructor notebook of `assignment` (its one notebook under solutions/<assignment>/), as text."""
+    (notebook,) = [name for a, name in assignments(source) if a == assignment]
+    return (source / assignment / f"{notebook}.ipynb").read_text(encoding="utf-8")
+
+
+def with_replacements(assignment: str, replacements: list[tuple[str, str]]) -> str:
+    """The instructor notebook with text replacements in its solution code (each must apply exactly once):
+    how the grading tests write a learner's mistake, or a correct program written differently."""
+    import nbformat
+
+    nb = nbformat.reads(solution_text(assignment), as_version=4)
+    solution_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"]
+    for old, new in replacements:
+        assert sum(c.source.count(old) for c in solution_cells) == 1, (
+            f"{old!r} is not exactly once in {assignment}'s solution code")
+        for cell in solution_cells:
+            cell.source = cell.source.replace(old, new)
+    return nbformat.writes(nb)
+
+
 def nbgrader_env() -> dict[str, str]:
     """The environment nbgrader needs: this interpreter's bin/ first on PATH (for alembic and jupyter)."""
     env = dict(os.environ)
