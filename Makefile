@@ -104,7 +104,8 @@ sandbox:
 	@if [ "$$(id -u)" = 0 ] && ! id -u $(GRADER_USER) >/dev/null 2>&1; then \
 	  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(GRADER_USER); fi
 
-# Autograde every student's submission of ASSIGNMENT (default: every assignment), one nbgrader process per core.
+# Autograde every student's submission of ASSIGNMENT (default: every assignment): nbgrader processes over
+# batches of students, one per core and one more (tools/grade_class.py).
 grade: $(STAMP) sandbox
 	$(BIN)/python tools/grade_class.py "$(or $(ASSIGNMENT),*)"
 

@@ -5,9 +5,10 @@
    importing torch); the scores are checked to be full marks.
 2. A class (--students N, default 20): a mix of correct, untouched (wrong) and hostile submissions of all the
    exercises. The same class is graded twice from identical copies: serially (one `nbgrader autograde "*"`, as the
-   instructor guide says) and in parallel (tools/grade_class.py, one nbgrader process per core over disjoint
-   students, sharing the gradebook). Reports students per minute for both and their ratio, and checks that no grade
-   was lost or duplicated: every submitted (student, notebook) graded exactly once, the same scores both ways.
+   instructor guide says) and in parallel (tools/grade_class.py: several nbgrader processes over disjoint batches
+   of students, sharing the gradebook; --workers 2 3 times each count). Reports students per minute, the ratio to
+   serial, and checks that no grade was lost or duplicated: every submitted (student, notebook) graded exactly
+   once, the same scores every way.
 
     .venv/bin/python bench/grading.py                    # 1 run for one student, a class of 20
     .venv/bin/python bench/grading.py --students 8       # quicker
@@ -141,49 +142,55 @@ def graded_exactly_once(course: Path, kinds: dict[str, str]) -> list[str]:
     return problems
 
 
-def time_class(size: int, workers: int) -> int:
-    """Grade a synthetic class serially and in parallel; print both rates, their ratio and the consistency checks."""
+def time_class(size: int, worker_counts: list[int]) -> int:
+    """Grade a synthetic class serially, then in parallel with each worker count; print the rates, ratios and checks."""
     with tempfile.TemporaryDirectory(prefix="addnorm-bench-class-") as tmp:
         serial = grading.make_course(Path(tmp) / "serial")
         kinds = synthetic_class(serial, size)
-        parallel = Path(tmp) / "parallel"
-        shutil.copytree(serial, parallel)
-        # nbgrader_config.py finds the sandbox next to itself: the copy has its own
+        copies = {workers: Path(tmp) / f"parallel-{workers}" for workers in worker_counts}
+        for copy in copies.values():
+            shutil.copytree(serial, copy)           # nbgrader_config.py finds the sandbox next to itself: each copy has its own
 
         started = time.perf_counter()
         result = grading.run_nbgrader(["autograde", "*"], serial, check=False)
-        serial_seconds = time.perf_counter() - started
-        print(f"serial: {serial_seconds:.0f} s, one nbgrader process (exit {result.returncode})", flush=True)
+        seconds = {"serial": time.perf_counter() - started}
+        print(f"serial: {seconds['serial']:.0f} s, one nbgrader process (exit {result.returncode})", flush=True)
 
-        started = time.perf_counter()
-        runs = grade_class.grade_class(parallel, "*", workers, [], report=lambda line: None)
-        parallel_seconds = time.perf_counter() - started
-        failed = [run.student for run in runs if run.returncode != 0]
-        print(f"parallel: {parallel_seconds:.0f} s, {workers} nbgrader processes at a time "
-              f"(failed runs: {failed or 'none'})", flush=True)
+        failed = []
+        for workers, copy in copies.items():
+            started = time.perf_counter()
+            runs = grade_class.grade_class(copy, "*", workers, [], report=lambda line: None)
+            seconds[workers] = time.perf_counter() - started
+            failed += [f"{student} ({workers} workers)" for run in runs for student in run.failed]
+            print(f"parallel: {seconds[workers]:.0f} s, {workers} nbgrader processes at a time", flush=True)
 
-        problems = {"serial": graded_exactly_once(serial, kinds), "parallel": graded_exactly_once(parallel, kinds)}
-        serial_scores, parallel_scores = grading.scores(serial), grading.scores(parallel)
-    serial_rate, parallel_rate = size / serial_seconds * 60, size / parallel_seconds * 60
+        courses = {"serial": serial, **copies}
+        problems = {name: graded_exactly_once(course, kinds) for name, course in courses.items()}
+        scores = {name: grading.scores(course) for name, course in courses.items()}
     print(f"\nclass of {size} students ({sum(k == 'correct' for k in kinds.values())} correct, "
           f"{sum(k == 'untouched' for k in kinds.values())} untouched, "
           f"{sum(k not in ('correct', 'untouched') for k in kinds.values())} hostile), {os.cpu_count()} CPUs, "
-          f"load average {_load():.1f} at the end (other work on the machine slows both runs)")
-    print(f"  serial:   {serial_rate:.2f} students per minute")
-    print(f"  parallel: {parallel_rate:.2f} students per minute ({workers} workers)")
-    print(f"  ratio:    {parallel_rate / serial_rate:.2f}x")
-    differ = sorted(key for key in serial_scores if serial_scores[key] != parallel_scores.get(key))
-    full = {key: s for key, s in parallel_scores.items() if kinds[key[0]] == "correct"}
-    wrong_full = sorted(key for key, s in full.items() if s["code"] != s["max_code"])
-    print(f"  grades:   {len(serial_scores)} notebooks serially, {len(parallel_scores)} in parallel; "
-          f"{len(differ)} differ between the two runs; correct students below full marks: {len(wrong_full)}")
-    for key in differ:
-        print(f"    differs: {key} ({kinds[key[0]]}): {serial_scores[key]} vs {parallel_scores.get(key)}")
-    for name, found in problems.items():
-        print(f"  {name} gradebook: " + ("every submitted notebook graded exactly once" if not found else
-                                        f"{len(found)} problems: {found[:10]}"))
-    ok = not any(problems.values()) and not wrong_full and not failed and result.returncode == 0
-    ok = ok and all(kinds[key[0]] not in ("correct", "untouched") for key in differ)
+          f"load average {_load():.1f} at the end (other work on the machine slows every run)")
+    serial_rate = size / seconds["serial"] * 60
+    print(f"  serial:    {serial_rate:.2f} students per minute (one `nbgrader autograde \"*\"`)")
+    for workers in worker_counts:
+        rate = size / seconds[workers] * 60
+        print(f"  {workers} workers: {rate:.2f} students per minute, {rate / serial_rate:.2f}x serial")
+    print(f"  failed runs: {failed or 'none'}")
+    ok = not failed and result.returncode == 0
+    for name, course_scores in scores.items():
+        differ = sorted(key for key in scores["serial"] if scores["serial"][key] != course_scores.get(key))
+        wrong_full = sorted(key for key, s in course_scores.items()
+                            if kinds[key[0]] == "correct" and s["code"] != s["max_code"])
+        label = name if name == "serial" else f"{name} workers"
+        print(f"  {label}: {len(course_scores)} notebooks graded, {len(differ)} differ from serial, "
+              f"correct students below full marks: {len(wrong_full)}; gradebook: "
+              + ("every submitted notebook graded exactly once" if not problems[name] else
+                 f"{len(problems[name])} problems: {problems[name][:10]}"))
+        for key in differ:
+            print(f"    differs: {key} ({kinds[key[0]]}): {scores['serial'][key]} vs {course_scores.get(key)}")
+        ok = ok and not problems[name] and not wrong_full
+        ok = ok and all(kinds[key[0]] not in ("correct", "untouched") for key in differ)
     return 0 if ok else 1
 
 
@@ -192,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=1, help="how often to autograde one student (default 1)")
     parser.add_argument("--students", type=int, default=20, help="class size (default 20; 0 skips the class)")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel processes (default: cores)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[grade_class.default_workers()],
+                        help="parallel processes; several counts are each timed against the one serial run "
+                             "(default: tools/grade_class.py's default)")
     args = parser.parse_args(argv)
     status = time_one_student(args.repeats) if args.repeats > 0 else 0
     if args.students > 0:

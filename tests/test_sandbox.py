@@ -143,6 +143,11 @@ os._exit(0)
 for i in range(2_000_000):
     print("flood", i, "x" * 80)
 ''',
+    # not an attack: reports what the kernel computes with (the grader's environment asks for 2 threads)
+    "counts_threads": '''
+import os, torch
+print("THREADS", torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"), os.environ.get("TQDM_DISABLE"))
+''',
 }
 # what the kernel's death or a cut-short cell costs: the tests after the extra cell score zero
 LOSES_ALL_POINTS = {"kills_parent", "os_exit"}
@@ -225,6 +230,7 @@ def graded(tmp_path_factory):
     for student, code in ATTACKS.items():
         grading.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": with_attack(code.format(**fill))})
     env = {k: v for k, v in grading.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
+    env["OMP_NUM_THREADS"] = "2"                        # the sandbox decides: one thread per kernel
     run = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
                           f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"],
                          cwd=course, env=env, capture_output=True, text=True, timeout=1500)
@@ -326,6 +332,13 @@ def test_a_fork_bomb_runs_into_the_process_cap(graded):
     assert "BlockingIOError" in text or "CellTimeoutError" in text, text[-3000:]
     code, max_code = points(graded, "fork_bomb")
     assert code < max_code
+
+
+def test_each_kernel_computes_on_one_thread(graded):
+    """One torch thread per kernel whatever the grader's environment says (grading in parallel gains nothing from a
+    second thread per kernel), and the grader's TQDM_DISABLE reaches the kernel."""
+    text = graded_outputs(graded, "counts_threads")
+    assert "THREADS 1 1 1" in text, text[-3000:]
 
 
 def test_sys_exit_is_an_error_in_its_cell_only(graded):

@@ -31,12 +31,13 @@ GRADER_USER = "addnorm-grader"      # the unprivileged user kernels run as when 
 MEMORY = os.environ.get("ADDNORM_SANDBOX_MEMORY", "4G")          # address space of each kernel process
 PROCESSES = int(os.environ.get("ADDNORM_SANDBOX_PROCESSES", "64"))   # processes + threads in one sandbox
 SCRATCH_SIZE = os.environ.get("ADDNORM_SANDBOX_SCRATCH", "256M")     # each of the two RAM disks (cwd, /tmp)
+THREADS = os.environ.get("ADDNORM_SANDBOX_THREADS", "1")         # torch (OpenMP) threads in each kernel
 FILE_SIZE = "64M"                   # largest file the kernel may write (its socket folder is on disk)
 STAGED = "files"                    # the submission's files, next to the connection file, copied into the scratch
 HIDDEN_UNDER_USR = ["/usr/local/share/nbgrader"]                  # nbgrader's default exchange: everyone's work
 ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group", "nsswitch.conf",
              "fonts", "alternatives", "mime.types"]
-KEPT_VARIABLES = ["LANG", "LC_ALL", "TZ", "PYTHONHASHSEED", "ADDNORM_PROGRESS", "MPLBACKEND", "OMP_NUM_THREADS"]
+KEPT_VARIABLES = ["LANG", "LC_ALL", "TZ", "PYTHONHASHSEED", "TQDM_DISABLE", "MPLBACKEND"]
 UNSAFE_HINT = ("To grade anyway, at your own risk (student code then runs with your rights: it can read "
                "solutions/ and gradebook.db, and kill the grader), set ADDNORM_UNSAFE_GRADING=1 or pass "
                "--SandboxedExecute.kernel_name=python3.")
@@ -142,6 +143,11 @@ def bwrap_arguments(connection_dir: Path, submission: Path) -> list[str]:
     for name in KEPT_VARIABLES:
         if name in os.environ:
             args += ["--setenv", name, os.environ[name]]
+    # One compute thread per kernel: a class is graded fastest with one kernel per core (tools/grade_class.py), where
+    # a second thread per kernel only competes with the other kernels; and the arithmetic of a submission's tests
+    # then does not depend on how many cores the grading machine has.
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        args += ["--setenv", name, THREADS]
     return args
 
 
