@@ -27,8 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import nbformat
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 import grade_class  # noqa: E402  (tools/grade_class.py)
@@ -82,15 +80,6 @@ def _load() -> float:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
-def with_extra_cell(text: str, code: str) -> str:
-    """A notebook with `code` as a new cell just before its first test cell."""
-    nb = nbformat.reads(text, as_version=4)
-    first_test = next(i for i, cell in enumerate(nb.cells)
-                      if cell.metadata.get("nbgrader", {}).get("grade") and cell.cell_type == "code")
-    nb.cells.insert(first_test, nbformat.v4.new_code_cell(code))
-    return nbformat.writes(nb)
-
-
 def synthetic_class(course: Path, size: int) -> dict[str, str]:
     """Hand in `size` students' notebooks (every exercise); return student -> kind (correct, untouched, or an attack's name).
 
@@ -109,7 +98,7 @@ def synthetic_class(course: Path, size: int) -> dict[str, str]:
             folder = grading.EXERCISES if kind == "untouched" else grading.SOLUTIONS
             text = (folder / assignment / f"{name}.ipynb").read_text(encoding="utf-8")
             if kind == "hostile" and (assignment, name) == attacked:
-                text = with_extra_cell(text, ATTACKS[attack])
+                text = grading.with_cell_before_tests(text, ATTACKS[attack])
             grading.submit(course, student, assignment, {f"{name}.ipynb": text})
     return kinds
 

@@ -157,15 +157,6 @@ def solution() -> nbformat.NotebookNode:
     return nbformat.read(grading.SOLUTIONS / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
 
 
-def with_attack(code: str) -> str:
-    """The solution notebook with `code` as a new cell just before the first test cell."""
-    nb = solution()
-    first_test = next(i for i, cell in enumerate(nb.cells)
-                      if cell.metadata.get("nbgrader", {}).get("grade") and cell.cell_type == "code")
-    nb.cells.insert(first_test, nbformat.v4.new_code_cell(code))
-    return nbformat.writes(nb)
-
-
 def outputs_text(path: Path) -> str:
     """Every output of a graded notebook, as one text."""
     nb = nbformat.read(path, as_version=4)
@@ -228,7 +219,7 @@ def graded(tmp_path_factory):
     fill = {"course": course, "port": listener.port, "drop": drop, "assignment": ASSIGNMENT, "notebook": NOTEBOOK}
     grading.submit(course, "correct", ASSIGNMENT, {f"{NOTEBOOK}.ipynb": nbformat.writes(solution())})
     for student, code in ATTACKS.items():
-        grading.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": with_attack(code.format(**fill))})
+        grading.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": grading.with_cell_before_tests(nbformat.writes(solution()), code.format(**fill))})
     env = {k: v for k, v in grading.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
     env["OMP_NUM_THREADS"] = "2"                        # the sandbox decides: one thread per kernel
     run = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,

@@ -73,19 +73,19 @@ def batches(students: list[str], workers: int) -> list[list[str]]:
     return [students[i:i + size] for i in range(0, len(students), size)]
 
 
-def student_arguments(course: Path, batch: list[str]) -> list[str]:
-    """nbgrader's arguments that select exactly `batch`: --student for one, else everybody else excluded."""
+def student_arguments(students: list[str], batch: list[str]) -> list[str]:
+    """nbgrader's arguments that select exactly `batch` of the class `students`: --student for one, else every
+    other student of the class excluded."""
     if len(batch) == 1:
         return [f"--student={batch[0]}"]
-    others = sorted(folder.name for folder in (course / "submitted").iterdir()
-                    if folder.is_dir() and folder.name not in batch)
+    others = [student for student in students if student not in batch]
     return [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
 
 
-def autograde_batch(course: Path, assignment: str, batch: list[str], extra: list[str]) -> Run:
+def autograde_batch(course: Path, assignment: str, students: list[str], batch: list[str], extra: list[str]) -> Run:
     """Run `nbgrader autograde <assignment>` for the students of `batch`; run it again on a locked gradebook."""
     started = time.perf_counter()
-    command = [sys.executable, "-m", "nbgrader", "autograde", assignment, *student_arguments(course, batch), *extra]
+    command = [sys.executable, "-m", "nbgrader", "autograde", assignment, *student_arguments(students, batch), *extra]
     for _ in range(RETRIES):
         result = subprocess.run(command, cwd=course, env=grading.nbgrader_env(), capture_output=True, text=True)
         log = result.stdout + result.stderr
@@ -100,7 +100,7 @@ def grade_class(course: Path, assignment: str, workers: int, extra: list[str],
     students = students_with_submissions(course, assignment)
     runs: list[Run] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for run in pool.map(lambda batch: autograde_batch(course, assignment, batch, extra),
+        for run in pool.map(lambda batch: autograde_batch(course, assignment, students, batch, extra),
                             batches(students, workers)):
             runs.append(run)
             status = "ok" if not run.failed else f"FAILED for {', '.join(run.failed)} (exit {run.returncode})"

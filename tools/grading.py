@@ -46,6 +46,18 @@ def with_replacements(assignment: str, replacements: list[tuple[str, str]]) -> s
     return nbformat.writes(nb)
 
 
+def with_cell_before_tests(text: str, code: str) -> str:
+    """A notebook (as text) with `code` as a new cell just before its first test cell: how the sandbox tests and
+    the bench write a hostile submission."""
+    import nbformat
+
+    nb = nbformat.reads(text, as_version=4)
+    first_test = next(i for i, cell in enumerate(nb.cells)
+                      if cell.metadata.get("nbgrader", {}).get("grade") and cell.cell_type == "code")
+    nb.cells.insert(first_test, nbformat.v4.new_code_cell(code))
+    return nbformat.writes(nb)
+
+
 def nbgrader_env() -> dict[str, str]:
     """The environment nbgrader needs: this interpreter's bin/ first on PATH (for alembic and jupyter)."""
     env = dict(os.environ)
