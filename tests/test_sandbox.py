@@ -41,8 +41,14 @@ print("UID", os.geteuid())
 for pattern in ["{course}/solutions/**/*.ipynb", "{course}/**/*.ipynb", "{course}/../**/*.ipynb", "**/*.ipynb",
                 "/tmp/**/*", "/root/**/*.ipynb", "/home/**/*.ipynb", "/usr/local/share/nbgrader/**/*"]:
     for path in glob.glob(pattern, recursive=True):
+        # the Python environment is visible by design (read-only; under /tmp when the checkout is, and nbgrader's
+        # own code names the hidden-test markers): skip it, and print a file only if it holds a secret, so that the
+        # output stays short enough to be kept whole
         try:
-            print("READ", path, open(path, errors="replace").read())
+            if os.path.isfile(path) and "/site-packages/" not in path and os.path.getsize(path) < 4_000_000:
+                text = open(path, errors="replace").read()
+                if any(secret in text for secret in {secrets}):
+                    print("READ", path, text)
         except OSError as error:
             print("DENIED", path, error)
 for path in ["{course}/solutions/{assignment}/{notebook}.ipynb", "{course}/gradebook.db", "/root/.bash_history",
@@ -216,7 +222,8 @@ def graded(tmp_path_factory):
     drop.chmod(0o1777)                                  # anyone may write here: the sandbox must still stop it
     listener = Listener()
     before = gradebook_rows(course)
-    fill = {"course": course, "port": listener.port, "drop": drop, "assignment": ASSIGNMENT, "notebook": NOTEBOOK}
+    fill = {"course": course, "port": listener.port, "drop": drop, "assignment": ASSIGNMENT, "notebook": NOTEBOOK,
+            "secrets": repr([*SECRET_LINES, "SQLite format"])}
     grading.submit(course, "correct", ASSIGNMENT, {f"{NOTEBOOK}.ipynb": nbformat.writes(solution())})
     for student, code in ATTACKS.items():
         grading.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": grading.with_cell_before_tests(nbformat.writes(solution()), code.format(**fill))})
