@@ -105,3 +105,35 @@ def test_a_cell_of_the_results_file_reproduces():
     else:                                          # elsewhere: the same result within a tolerance
         assert abs(again["accuracy"] - stored["accuracy"]) <= 0.05
         assert again["diverged"] == stored["diverged"] and again["steps"] == stored["steps"]
+
+
+def test_the_chapters_find_the_committed_file_and_draw_one_map_per_variant(monkeypatch, tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    from addnorm.lab import sweep_maps
+
+    monkeypatch.chdir(tmp_path)                    # outside the book: found above the addnorm package
+    sweep = sweep_maps.course_sweep()
+    assert sweep.meta == load_sweep(DATA).meta
+    accuracy = sweep_maps.worse_seed_accuracy(sweep)
+    grid = sweep.meta["grid"]
+    assert accuracy["pre_ln"].shape == (len(grid["depths"]), len(grid["lrs"]))
+    assert (accuracy["pre_ln"] == sweep.table("pre_ln").min(axis=-1)).all()
+    fig = sweep_maps.draw_maps(sweep, ["no_residual", "pre_ln", "rezero"], ncols=2, threshold=0.9,
+                               position_blind=0.3)
+    maps = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert [ax.get_title() for ax in maps] == [VARIANTS[v].label for v in ("no_residual", "pre_ln", "rezero")]
+    outlined = int((accuracy["pre_ln"] >= 0.9).sum())
+    assert len(maps[1].patches) == outlined > 0 and len(maps[0].patches) == 0
+
+
+def test_a_file_that_no_longer_matches_the_code_fails_the_rerun_check():
+    from addnorm.lab import sweep_maps
+
+    sweep = load_sweep(DATA)
+    cell = ("post_ln", 2, 1e-2, 0)
+    sweep_maps.rerun_against_file(sweep, [cell], threshold=0.9)
+    sweep.cell(*cell)["accuracy"] = -1.0           # as if the file had been made by other code
+    with pytest.raises(AssertionError):
+        sweep_maps.rerun_against_file(sweep, [cell], threshold=0.9)
+    assert sweep_tool().cpu_model() == sweep_maps.cpu_model()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import json
 import multiprocessing as mp
 import os
@@ -34,6 +33,7 @@ import torch
 
 from addnorm.lab.sweep import (GRID, RESULT_FIELDS, SETTINGS, VARIANTS, cells, differences, load_sweep,
                                run_cell)
+from addnorm.lab.sweep_maps import code_sha256, cpu_model  # what the chapters compare against
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "data" / "depth_lr_sweep.json"
@@ -53,25 +53,6 @@ def git(*args: str) -> str:
         return ""
 
 
-def code_sha256() -> str:
-    """A hash of the code that decides the results: every .py file of the addnorm package (the model, the
-    training loop, and addnorm.lab.sweep with the grid and the settings); this script only schedules cells."""
-    h = hashlib.sha256()
-    for path in sorted((ROOT / "lib" / "addnorm").rglob("*.py")):
-        h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def command(argv: list[str]) -> str:
     """What was typed: `make sweep` when make ran this script with no arguments, else the python command."""
     script = os.path.relpath(Path(__file__).resolve(), ROOT)
@@ -86,7 +67,7 @@ def provenance(argv: list[str], workers: int) -> dict:
     return dict(
         command=command(argv), argv=[sys.executable, *sys.argv], cwd=str(ROOT),
         git_commit=commit + ("-dirty" if dirty else ""), git_dirty_files=dirty.splitlines(),
-        code_sha256=code_sha256(),
+        code_sha256=code_sha256(ROOT),
         torch=torch.__version__, numpy=np.__version__, python=platform.python_version(),
         platform=platform.platform(), cpu=cpu_model(), cpu_count=os.cpu_count(),
         threads_per_worker=SETTINGS["threads"], workers=workers, flush_denormal=True,

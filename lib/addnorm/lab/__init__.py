@@ -13,6 +13,7 @@ It imports the model (`addnorm`); the model never imports it.
 | `diagram` | a data-flow diagram of a Transformer, traced from a real forward pass |
 | `experiments` | `toy_tagger`, `grad_norms_at_init`: what several chapters measure |
 | `sweep` | the depth × learning-rate sweep behind chapters 1 and 2's maps (`make sweep`) |
+| `sweep_maps` | the committed sweep file as chapters 1 and 2 use it: its maps, and a few cells re-run against it |
 | `glue` | `glue`: a value for the book's text, printed too when a chapter runs in JupyterLab |
 """
 

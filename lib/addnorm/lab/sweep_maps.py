@@ -1,0 +1,119 @@
+"""The committed sweep as chapters 1 and 2 use it: find the file, draw its maps, check it against the code.
+
+- `course_sweep()` reads `data/depth_lr_sweep.json` (written by `make sweep`) from the book's folder.
+- `draw_maps(sweep, variants, ...)`: one depth × learning-rate heatmap per variant, cells that train outlined.
+- `rerun_against_file(sweep, cells)` trains a few cells again and compares them with the file: bit for bit on
+  the file's PyTorch and CPU, within a tolerance elsewhere.
+- `code_sha256` and `cpu_model` are what `tools/sweep.py` records of the code and the machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.patches import Rectangle
+
+from .sweep import VARIANTS, Sweep, differences, load_sweep
+
+SWEEP_FILE = Path("data") / "depth_lr_sweep.json"     # relative to the book's folder
+CHANCE = 0.1                                          # the toy tasks have 10 symbols
+
+
+def book_root() -> Path:
+    """The folder holding _toc.yml: above the working directory, else above the installed addnorm package."""
+    for start in (Path.cwd().resolve(), Path(__file__).resolve().parent):
+        for folder in (start, *start.parents):
+            if (folder / "_toc.yml").is_file():
+                return folder
+    raise FileNotFoundError("no _toc.yml above the working directory or the addnorm package")
+
+
+def course_sweep() -> Sweep:
+    """The sweep results committed with the course (data/depth_lr_sweep.json)."""
+    return load_sweep(book_root() / SWEEP_FILE)
+
+
+def code_sha256(root: Path) -> str:
+    """A hash of every .py file of the addnorm package under `root` (the code that decides the results)."""
+    h = hashlib.sha256()
+    for path in sorted((root / "lib" / "addnorm").rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def worse_seed_accuracy(sweep: Sweep) -> dict[str, np.ndarray]:
+    """Variant -> array (depths, lrs) of the held-out accuracy of its worse seed."""
+    return {v: sweep.table(v, "accuracy").min(axis=-1) for v in sweep.meta["grid"]["variants"]}
+
+
+def draw_maps(sweep: Sweep, variants: list[str], ncols: int, threshold: float, position_blind: float
+              ) -> plt.Figure:
+    """One depth × learning-rate heatmap per variant (worse seed's accuracy), cells ≥ threshold outlined in red."""
+    depths, lrs = sweep.meta["grid"]["depths"], sweep.meta["grid"]["lrs"]
+    accuracy = worse_seed_accuracy(sweep)
+    nrows = -(-len(variants) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.9 * ncols + 1.2, 2.7 * nrows + 0.6), squeeze=False,
+                             sharex=True, sharey=True, layout="constrained")
+    for ax, v in zip(axes.ravel(), variants):
+        acc = accuracy[v]
+        image = ax.imshow(acc, origin="lower", cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        for (i, j), a in np.ndenumerate(acc):
+            ax.text(j, i, f"{a:.2f}", ha="center", va="center", fontsize=7,
+                    color="black" if a > 0.55 else "white")
+            if a >= threshold:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
+        ax.set_title(VARIANTS[v].label, fontsize="medium")
+        ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs], fontsize="small", rotation=30)
+        ax.set_yticks(range(len(depths)), [str(d) for d in depths])
+    for ax in axes[-1]:
+        ax.set_xlabel("learning rate (Adam)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("number of layers")
+    for ax in axes.ravel()[len(variants):]:
+        ax.set_visible(False)
+    bar = fig.colorbar(image, ax=axes, shrink=0.8, label="held-out token accuracy (worse seed)")
+    for level, style in ((threshold, dict(color="red", linewidth=2)),
+                         (position_blind, dict(color="white", linestyle="--")),
+                         (CHANCE, dict(color="white", linestyle=":"))):
+        bar.ax.axhline(level, **style)
+    bar.set_ticks([CHANCE, position_blind, threshold],
+                  labels=["chance", "without positions", f"trains: ≥ {threshold:g}"])
+    return fig
+
+
+def rerun_against_file(sweep: Sweep, cells: list[tuple[str, int, float, int]], threshold: float) -> None:
+    """Train each (variant, depth, lr, seed) again with the file's settings, print it next to the file's result,
+    and fail unless they agree: every field bit for bit on the file's PyTorch and CPU; elsewhere the same verdict
+    (≥ threshold or not) and the accuracy within 0.05."""
+    meta = sweep.meta
+    same_machine = (meta["torch"], meta["cpu"]) == (torch.__version__, cpu_model())
+    for cell in cells:
+        new, stored = sweep.rerun(*cell), sweep.cell(*cell)
+        diff = differences(new, stored)
+        print(f"{VARIANTS[cell[0]].label}, {cell[1]} layers, lr {cell[2]:g}, seed {cell[3]}: accuracy "
+              f"{new['accuracy']:.4f} now, {stored['accuracy']:.4f} in the file; "
+              + ("every field identical" if not diff else f"differs in {', '.join(diff)}"))
+        if same_machine:
+            assert not diff, f"{cell}: the file no longer matches the code ({diff})"
+        else:
+            assert abs(new["accuracy"] - stored["accuracy"]) <= 0.05, cell
+            assert (new["accuracy"] >= threshold) == (stored["accuracy"] >= threshold), cell
+    print("same PyTorch and CPU as the file: compared bit for bit" if same_machine else
+          f"PyTorch {torch.__version__} on {cpu_model()!r}, the file's {meta['torch']} on {meta['cpu']!r}: "
+          "compared within a tolerance (accuracy ± 0.05, same verdict)")
