@@ -43,7 +43,7 @@ browser:
 # Jupyter Book's execution cache does not notice a change in an imported module (addnorm): make drops the
 # cache when a file under lib/ is newer than the last build, and always on CI, which executes every chapter afresh.
 BOOK_LIB_STAMP := _build/.lib-stamp
-$(BOOK_LIB_STAMP): $(shell find lib -name '*.py') $(if $(filter 1 true yes,$(CI)),FORCE)
+$(BOOK_LIB_STAMP): $(shell find lib/addnorm -name '*.py') $(if $(filter 1 true yes,$(CI)),FORCE)
 	rm -rf _build/.jupyter_cache
 	@mkdir -p _build && touch $@
 FORCE:
@@ -69,7 +69,7 @@ lab: $(STAMP)
 # release replaces exercises/. tests/test_exercises.py fails when exercises/ differs from what this makes.
 exercises: $(STAMP)
 	@course=$$(mktemp -d) && trap 'rm -rf "$$course"' EXIT && \
-	cp nbgrader_config.py "$$course/" && cp -R solutions "$$course/solutions" && \
+	cp nbgrader_config.py course.toml "$$course/" && cp -R solutions "$$course/solutions" && \
 	(cd "$$course" && nbgrader generate_assignment "*" --force --log-level=WARN) && \
 	rm -rf exercises && cp -R "$$course/exercises" exercises && echo "exercises/ regenerated from solutions/"
 
@@ -96,20 +96,22 @@ hub: sandbox
 hub-down:
 	@/usr/bin/python3 hub/hubctl.py down
 
-# Autograding runs each submission's kernel in a sandbox (tools/sandbox/, see guide/instructors.md): bubblewrap
-# from Debian and, when grading as root, an unprivileged system user for the kernels (also made at first use).
-GRADER_USER := addnorm-grader
+# Autograding runs each submission's kernel in a sandbox (addnorm_grading.sandbox, see guide/instructors.md):
+# bubblewrap from Debian and, when grading as root, an unprivileged system user for the kernels (course.toml's
+# [sandbox] user; autograde also makes it at first use).
+course_value = $(shell $(PYTHON) -c "import tomllib; print(tomllib.load(open('course.toml', 'rb'))$(1))")
+GRADER_USER = $(call course_value,['sandbox']['user'])
 sandbox:
 	@command -v bwrap >/dev/null || { $(APT_INSTALL) bubblewrap >/dev/null; }
 	@if [ "$$(id -u)" = 0 ] && ! id -u $(GRADER_USER) >/dev/null 2>&1; then \
 	  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(GRADER_USER); fi
 
 # Autograde every student's submission of ASSIGNMENT (default: every assignment): nbgrader processes over
-# batches of students, one per core and one more (tools/grade_class.py).
+# batches of students, one per core and one more (addnorm_grading.grade_class).
 grade: $(STAMP) sandbox
-	$(BIN)/python tools/grade_class.py "$(or $(ASSIGNMENT),*)"
+	$(BIN)/python -m addnorm_grading.grade_class "$(or $(ASSIGNMENT),*)"
 
 # The learner's self-check: grades a copy of each exercises/ notebook with the full tests (hidden ones too) in a
 # throw-away course directory; prints scores and failing tests, writes feedback-self/. Your notebooks are only read.
 check: $(STAMP)
-	$(BIN)/python tools/self_check.py $(EXERCISE)
+	$(BIN)/python -m addnorm_grading.self_check $(EXERCISE)

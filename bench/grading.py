@@ -5,7 +5,7 @@
    importing torch); the scores are checked to be full marks.
 2. A class (--students N, default 20): a mix of correct, untouched (wrong) and hostile submissions of all the
    exercises. The same class is graded twice from identical copies: serially (one `nbgrader autograde "*"`, as the
-   instructor guide says) and in parallel (tools/grade_class.py: several nbgrader processes over disjoint batches
+   instructor guide says) and in parallel (addnorm_grading.grade_class: several nbgrader processes over disjoint batches
    of students, sharing the gradebook; --workers 2 3 times each count). Reports students per minute, the ratio to
    serial, and checks that no grade was lost or duplicated: every submitted (student, notebook) graded exactly
    once, the same scores every way.
@@ -27,10 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from addnorm_grading import coursework, grade_class, submissions
 
-import grade_class  # noqa: E402  (tools/grade_class.py)
-import grading  # noqa: E402  (tools/grading.py)
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
 
 STUDENT = "bench"
 # Extra cells a hostile student puts before the tests of one notebook (each is contained by the sandbox).
@@ -51,18 +51,18 @@ ATTACKS = {
 def time_one_student(repeats: int) -> int:
     """Time autograding one student's notebooks (every exercise); print each run, the median and the scores."""
     with tempfile.TemporaryDirectory(prefix="addnorm-bench-") as tmp:
-        course = grading.make_course(Path(tmp) / "course")
-        notebooks = grading.assignments()
+        course = coursework.make_course(Path(tmp) / "course")
+        notebooks = coursework.assignments()
         for assignment, name in notebooks:
-            source = grading.SOLUTIONS / assignment / f"{name}.ipynb"
-            grading.submit(course, STUDENT, assignment, {f"{name}.ipynb": source.read_text(encoding="utf-8")})
+            source = SOLUTIONS / assignment / f"{name}.ipynb"
+            coursework.submit(course, STUDENT, assignment, {f"{name}.ipynb": source.read_text(encoding="utf-8")})
         times = []
         for run in range(repeats):
             started = time.perf_counter()
-            grading.run_nbgrader(["autograde", "*", f"--student={STUDENT}", "--force"], course)
+            coursework.run_nbgrader(["autograde", "*", f"--student={STUDENT}", "--force"], course)
             times.append(time.perf_counter() - started)
             print(f"run {run + 1}: {times[-1]:.1f} s to autograde {len(notebooks)} notebooks", flush=True)
-        scores = grading.scores(course)
+        scores = coursework.scores(course)
     print(f"median: {statistics.median(times):.1f} s for one student's {len(notebooks)} notebooks "
           f"({os.cpu_count()} CPUs, load average {_load():.1f} at the end: other work on the machine inflates this)")
     total = max_total = 0.0
@@ -86,7 +86,7 @@ def synthetic_class(course: Path, size: int) -> dict[str, str]:
     Half the class is correct, a quarter hands in the untouched exercises, a quarter attacks the grader in one
     notebook (a different attack and notebook for each) and is correct in the other four.
     """
-    notebooks = grading.assignments()
+    notebooks = coursework.assignments()
     kinds = {}
     for index in range(size):
         student = f"s{index:03d}"
@@ -95,18 +95,18 @@ def synthetic_class(course: Path, size: int) -> dict[str, str]:
         attacked = notebooks[(index // 4) % len(notebooks)]
         kinds[student] = attack if kind == "hostile" else kind
         for assignment, name in notebooks:
-            folder = grading.EXERCISES if kind == "untouched" else grading.SOLUTIONS
+            folder = EXERCISES if kind == "untouched" else SOLUTIONS
             text = (folder / assignment / f"{name}.ipynb").read_text(encoding="utf-8")
             if kind == "hostile" and (assignment, name) == attacked:
-                text = grading.with_cell_before_tests(text, ATTACKS[attack])
-            grading.submit(course, student, assignment, {f"{name}.ipynb": text})
+                text = submissions.with_cell_before_tests(text, ATTACKS[attack])
+            coursework.submit(course, student, assignment, {f"{name}.ipynb": text})
     return kinds
 
 
 def graded_exactly_once(course: Path, kinds: dict[str, str]) -> list[str]:
     """Problems with the gradebook: a submitted notebook not graded, graded twice, or a grade left empty."""
     problems = []
-    expected = {(student, assignment, name) for student in kinds for assignment, name in grading.assignments()}
+    expected = {(student, assignment, name) for student in kinds for assignment, name in coursework.assignments()}
     with sqlite3.connect(course / "gradebook.db") as db:
         rows = db.execute("""
             SELECT student.id, assignment.name, notebook.name, count(*) FROM submitted_notebook
@@ -134,14 +134,14 @@ def graded_exactly_once(course: Path, kinds: dict[str, str]) -> list[str]:
 def time_class(size: int, worker_counts: list[int]) -> int:
     """Grade a synthetic class serially, then in parallel with each worker count; print the rates, ratios and checks."""
     with tempfile.TemporaryDirectory(prefix="addnorm-bench-class-") as tmp:
-        serial = grading.make_course(Path(tmp) / "serial")
+        serial = coursework.make_course(Path(tmp) / "serial")
         kinds = synthetic_class(serial, size)
         copies = {workers: Path(tmp) / f"parallel-{workers}" for workers in worker_counts}
         for copy in copies.values():
             shutil.copytree(serial, copy)           # nbgrader_config.py finds the sandbox next to itself: each copy has its own
 
         started = time.perf_counter()
-        result = grading.run_nbgrader(["autograde", "*"], serial, check=False)
+        result = coursework.run_nbgrader(["autograde", "*"], serial, check=False)
         seconds = {"serial": time.perf_counter() - started}
         print(f"serial: {seconds['serial']:.0f} s, one nbgrader process (exit {result.returncode})", flush=True)
 
@@ -155,7 +155,7 @@ def time_class(size: int, worker_counts: list[int]) -> int:
 
         courses = {"serial": serial, **copies}
         problems = {name: graded_exactly_once(course, kinds) for name, course in courses.items()}
-        scores = {name: grading.scores(course) for name, course in courses.items()}
+        scores = {name: coursework.scores(course) for name, course in courses.items()}
     print(f"\nclass of {size} students ({sum(k == 'correct' for k in kinds.values())} correct, "
           f"{sum(k == 'untouched' for k in kinds.values())} untouched, "
           f"{sum(k not in ('correct', 'untouched') for k in kinds.values())} hostile), {os.cpu_count()} CPUs, "
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--students", type=int, default=20, help="class size (default 20; 0 skips the class)")
     parser.add_argument("--workers", type=int, nargs="+", default=[grade_class.default_workers()],
                         help="parallel processes; several counts are each timed against the one serial run "
-                             "(default: tools/grade_class.py's default)")
+                             "(default: addnorm_grading.grade_class's default)")
     args = parser.parse_args(argv)
     status = time_one_student(args.repeats) if args.repeats > 0 else 0
     if args.students > 0:

@@ -2,8 +2,9 @@
 """Start (`up`) and stop (`down`) the course's JupyterHub on 127.0.0.1 with real Unix users (`make hub`, `hub-down`).
 
 up   builds a Python environment every user can read (/opt/addnorm-hub/venv, from Debian's python3.11) and
-     configurable-http-proxy (npm), creates the users (an instructor and three students, homes 0700), nbgrader's
-     exchange folder and the instructor's course, then starts JupyterHub in the background (PID in state/hub.pid).
+     configurable-http-proxy (npm), creates the users of course.toml's [hub] (an instructor and the students, homes
+     0700), nbgrader's exchange folder and the instructor's course folder (nbgrader_config.py, course.toml and
+     solutions/, every assignment generated), then starts JupyterHub in the background (PID in state/hub.pid).
 down stops the hub, every user server it recorded and any process left of the hub's users (by PID), removes the
      users with their homes, the course's exchange folder and the hub's state. The environment stays: it is slow
      to build, and holds nobody's data. Both are safe to run twice, and `down` after a failed or interrupted `up`.
@@ -27,10 +28,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+CONSTANTS = tomllib.loads((REPO / "course.toml").read_text())       # the course's constants, in one file
 HUB_HOME = Path(os.environ.get("ADDNORM_HUB_HOME", "/opt/addnorm-hub"))
 VENV = HUB_HOME / "venv"
 NODE = HUB_HOME / "node"
@@ -38,16 +41,22 @@ STATE = HUB_HOME / "state"
 PORT = int(os.environ.get("ADDNORM_HUB_PORT", "8000"))
 SYSTEM_PYTHON = "/usr/bin/python3.11"          # Debian's: root's own Python may live where users cannot read
 PROXY_VERSION = "5.3.0"                        # configurable-http-proxy, from npm
-INSTRUCTOR = "instructor"
-STUDENTS = ("student1", "student2", "student3")
+INSTRUCTOR = CONSTANTS["hub"]["instructor"]
+STUDENTS = tuple(CONSTANTS["hub"]["students"])
 USERS = (INSTRUCTOR, *STUDENTS)
 MARKER = "addnorm course hub"                  # the users' comment field: `down` removes only users that carry it
-COURSE_ID = "addnorm"
+COURSE_ID = CONSTANTS["course"]["id"]
 COURSE = Path("/home") / INSTRUCTOR / COURSE_ID
-EXCHANGE = Path("/usr/local/share/nbgrader/exchange")   # nbgrader 0.9.6's default exchange
-ASSIGNMENTS = ("01_residual", "02_layer_norm", "03_encoder_stack", "04_decoder_stack", "05_positional_encoding")
+EXCHANGE = Path(CONSTANTS["course"]["exchange"])
+COURSE_FILES = ("nbgrader_config.py", "course.toml", "solutions")   # all a course folder needs (guide/instructors.md)
 NOT_COURSE = (".git", ".venv", "_build", "node_modules", "__pycache__", ".pytest_cache", "*.egg-info",
               ".ipynb_checkpoints", "gradebook.db", "submitted", "autograded", "feedback", ".exchange")
+
+
+def assignments() -> list[str]:
+    """Every assignment of the course: the folders of solutions/ (nbgrader's source)."""
+    return sorted(folder.name for folder in (REPO / "solutions").iterdir() if folder.is_dir()
+                  and not folder.name.startswith("."))
 
 
 def say(message: str) -> None:
@@ -85,9 +94,9 @@ def require_root(what: str) -> None:
 
 
 def source_digest() -> str:
-    """A hash of what the shared environment is built from: pyproject.toml and the library's files."""
+    """A hash of what the shared environment is built from: pyproject.toml and the packages' files."""
     digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes())
-    for path in sorted((REPO / "lib").rglob("*.py")):
+    for path in sorted(p for p in (REPO / "lib").rglob("*") if p.suffix in {".py", ".json"}):
         digest.update(path.relative_to(REPO).as_posix().encode() + path.read_bytes())
     return digest.hexdigest()
 
@@ -149,13 +158,16 @@ def ensure_exchange() -> None:
 
 
 def install_settings() -> None:
-    """Copy the Jupyter settings: everyone's nbgrader config into the environment, the per-role ones beside it."""
+    """Copy the Jupyter settings: everyone's nbgrader config (with course.toml beside it, which it reads) into the
+    environment, the per-role ones beside it."""
     etc = HUB_HOME / "etc"
     shutil.rmtree(etc, ignore_errors=True)
     shutil.copytree(REPO / "hub" / "jupyter", etc)
     global_config = VENV / "etc" / "jupyter"
     global_config.mkdir(parents=True, exist_ok=True)
     shutil.copy(etc / "everyone" / "nbgrader_config.py", global_config / "nbgrader_config.py")
+    shutil.copy(REPO / "course.toml", global_config / "course.toml")
+    (global_config / "course.toml").chmod(0o644)
     lab_settings = VENV / "share" / "jupyter" / "lab" / "settings"     # no news or update checks: loopback only
     lab_settings.mkdir(parents=True, exist_ok=True)
     shutil.copy(etc / "lab-overrides.json", lab_settings / "overrides.json")
@@ -164,19 +176,24 @@ def install_settings() -> None:
 
 
 def ensure_course() -> None:
-    """The instructor's course directory: a copy of the course, its assignments generated, the students enrolled."""
+    """The instructor's course folder: what a course folder needs, every assignment generated, the students enrolled."""
     ready = STATE / "course-ready"
     if ready.is_file():
         return
     say(f"setting up the course in {COURSE}")
     shutil.rmtree(COURSE, ignore_errors=True)        # an interrupted earlier set-up
-    shutil.copytree(REPO, COURSE, ignore=shutil.ignore_patterns(*NOT_COURSE))
+    COURSE.mkdir(parents=True)
+    for name in COURSE_FILES:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, COURSE / name, ignore=shutil.ignore_patterns(*NOT_COURSE))
+        else:
+            shutil.copy(REPO / name, COURSE / name)
     jupyter_dir = Path("/home") / INSTRUCTOR / ".jupyter"
     jupyter_dir.mkdir(exist_ok=True)
     (jupyter_dir / "nbgrader_config.py").write_text(
         f'c = get_config()  # noqa: F821\nc.CourseDirectory.root = "{COURSE}"\n')
     run(["chown", "-R", f"{INSTRUCTOR}:{INSTRUCTOR}", str(COURSE), str(jupyter_dir)])
-    for assignment in ASSIGNMENTS:                   # one id per call
+    for assignment in assignments():                 # one id per call
         as_user(INSTRUCTOR, ["nbgrader", "generate_assignment", assignment, "--force"], cwd=COURSE)
     for student in STUDENTS:
         as_user(INSTRUCTOR, ["nbgrader", "db", "student", "add", student], cwd=COURSE)

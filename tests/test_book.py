@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from build_book import build_command  # tools/build_book.py (tools/ is on pytest's pythonpath): what `make book` runs
 
 ROOT = Path(__file__).resolve().parent.parent
+BUILD_BOOK = ROOT / "tools" / "build_book.py"         # what `make book` runs
 
 CHAPTER_HEADER = """---
 jupytext:
@@ -52,6 +53,6 @@ def test_a_chapter_cell_that_raises_fails_the_build(tmp_path: Path):
     (book / "broken.md").write_text(
         CHAPTER_HEADER + "# Broken\n\n```{code-cell} ipython3\nraise RuntimeError('this chapter is broken')\n```\n"
     )
-    result = subprocess.run(build_command(book), capture_output=True, text=True, cwd=book)
+    result = subprocess.run([sys.executable, str(BUILD_BOOK), str(book)], capture_output=True, text=True, cwd=book)
     assert result.returncode != 0, "a chapter whose cell raises must fail the build"
     assert "this chapter is broken" in result.stdout + result.stderr

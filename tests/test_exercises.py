@@ -13,11 +13,14 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-import grading  # tools/grading.py (tools/ is on pytest's pythonpath)
 import nbformat
 import pytest
+from addnorm_grading import coursework
 
-ASSIGNMENTS = dict(grading.assignments())            # assignment id -> notebook name
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
+
+ASSIGNMENTS = dict(coursework.assignments(SOLUTIONS))            # assignment id -> notebook name
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
 
@@ -25,7 +28,7 @@ HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", re.S)
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory) -> Path:
     """The exercises/ folder nbgrader generates from solutions/ with the course's nbgrader_config.py."""
-    return grading.make_course(tmp_path_factory.mktemp("generate") / "course") / "exercises"
+    return coursework.make_course(tmp_path_factory.mktemp("generate") / "course", ROOT) / "exercises"
 
 
 def tree_differences(made: Path, committed: Path) -> list[str]:
@@ -41,7 +44,7 @@ def tree_differences(made: Path, committed: Path) -> list[str]:
 
 def test_exercises_are_what_nbgrader_generates_from_solutions(generated):
     """Byte for byte, every file both ways (else: run `make exercises` and commit)."""
-    stale = tree_differences(generated, grading.EXERCISES)
+    stale = tree_differences(generated, EXERCISES)
     assert not stale, "exercises/ is out of date; run `make exercises` and commit:\n  " + "\n  ".join(stale)
 
 
@@ -101,16 +104,16 @@ def leaks(release: Path, source_nb) -> list[str]:
 
 
 def read_source(assignment: str):
-    return nbformat.read(grading.SOLUTIONS / assignment / f"{ASSIGNMENTS[assignment]}.ipynb", as_version=4)
+    return nbformat.read(SOLUTIONS / assignment / f"{ASSIGNMENTS[assignment]}.ipynb", as_version=4)
 
 
 @pytest.mark.parametrize("assignment", sorted(ASSIGNMENTS))
 def test_exercises_hold_no_solution_and_no_hidden_test(assignment):
     source = read_source(assignment)
     assert hidden_names(source), f"{assignment}: expected the hidden tests to define their reference helpers"
-    found = leaks(grading.EXERCISES / assignment, source)
+    found = leaks(EXERCISES / assignment, source)
     assert not found, f"{assignment}: secret text in the learner version: {found[:5]}"
-    release = nbformat.read(grading.EXERCISES / assignment / f"{ASSIGNMENTS[assignment]}.ipynb", as_version=4)
+    release = nbformat.read(EXERCISES / assignment / f"{ASSIGNMENTS[assignment]}.ipynb", as_version=4)
     for cell in release.cells:         # every solution region became a stub that raises, every written answer a blank
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution") and cell.cell_type == "code":
@@ -131,10 +134,10 @@ def test_a_stray_file_beside_a_solution_is_not_released_or_is_caught(tmp_path):
     source_nb = read_source(assignment)
     solution_line = sorted(secret_lines(source_nb))[0]
     solutions = tmp_path / "solutions"
-    shutil.copytree(grading.SOLUTIONS, solutions)
+    shutil.copytree(SOLUTIONS, solutions)
     (solutions / assignment / "notes.py").write_text(f"### BEGIN SOLUTION\n{solution_line}\n", encoding="utf-8")
     (solutions / assignment / "notes.md").write_text(f"Marking notes:\n{solution_line}\n", encoding="utf-8")
-    release = grading.make_course(tmp_path / "course", source=solutions) / "exercises" / assignment
+    release = coursework.make_course(tmp_path / "course", source=solutions) / "exercises" / assignment
     assert not (release / "notes.py").exists(), "c.CourseDirectory.ignore in nbgrader_config.py should keep *.py out"
     assert (release / "notes.md").exists()                 # released, as nbgrader does with any other file ...
     found = leaks(release, source_nb)                      # ... and the leak check catches it
@@ -177,7 +180,7 @@ def test_visible_tests_pass_on_the_solution_without_the_hidden_tests(assignment)
     for cell in nb.cells:
         cell.source = HIDDEN.sub("", cell.source)
     NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(grading.SOLUTIONS / assignment)}}).execute()
+                   resources={"metadata": {"path": str(SOLUTIONS / assignment)}}).execute()
 
 
 STACK_CONTRACT = "applies `norm` once, after the last layer, when it is given, and adds nothing of its own otherwise"

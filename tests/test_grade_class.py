@@ -1,4 +1,4 @@
-"""Grading a class in parallel (tools/grade_class.py, `make grade`): several nbgrader processes, one gradebook.
+"""Grading a class in parallel (addnorm_grading.grade_class, `make grade`): several nbgrader processes, one gradebook.
 
 The unit tests check how the students are handed out. The slow test grades a small class of 01_residual in
 parallel, in the sandbox, with batches of several students per nbgrader process: every student graded exactly
@@ -10,9 +10,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import grade_class  # tools/grade_class.py (tools/ is on pytest's pythonpath, see pyproject.toml)
-import grading
 import pytest
+from addnorm_grading import coursework, grade_class, submissions
+
+EXERCISES = Path(__file__).resolve().parent.parent / "exercises"
 
 ASSIGNMENT, NOTEBOOK = "01_residual", "residual"
 
@@ -46,20 +47,20 @@ def test_a_failed_run_names_its_students_from_nbgrader_log():
 
 @pytest.mark.slow
 def test_a_class_graded_in_parallel_is_graded_exactly_once(tmp_path, monkeypatch, capsys):
-    course = grading.make_course(tmp_path / "course")
-    solution = grading.solution_text(ASSIGNMENT)
-    untouched = (grading.EXERCISES / ASSIGNMENT / f"{NOTEBOOK}.ipynb").read_text(encoding="utf-8")
+    course = coursework.make_course(tmp_path / "course")
+    solution = submissions.solution_text(ASSIGNMENT)
+    untouched = (EXERCISES / ASSIGNMENT / f"{NOTEBOOK}.ipynb").read_text(encoding="utf-8")
     kinds = {f"c{i}": solution for i in range(4)} | {"u0": untouched, "u1": untouched}
     for student, text in kinds.items():
-        grading.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": text})
-    grading.submit(course, "broken", ASSIGNMENT, {f"{NOTEBOOK}.ipynb": "this is not a notebook"})
+        coursework.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": text})
+    coursework.submit(course, "broken", ASSIGNMENT, {f"{NOTEBOOK}.ipynb": "this is not a notebook"})
     monkeypatch.setattr(grade_class, "BATCHES_PER_WORKER", 1)      # batches of 4 and 3: the exclusion path
 
     status = grade_class.main([ASSIGNMENT, "--course", str(course), "--workers", "2"])
 
     out = capsys.readouterr().out
     assert status == 1 and "FAILED for broken" in out and "graded 6 of 7 students" in out, out
-    scores = grading.scores(course)
+    scores = coursework.scores(course)
     for student in kinds:
         result = scores[(student, ASSIGNMENT, NOTEBOOK)]
         expected = result["max_code"] if student.startswith("c") else 0

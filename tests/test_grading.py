@@ -18,14 +18,14 @@ import sys
 import time
 from pathlib import Path
 
-import grading  # tools/grading.py (tools/ is on pytest's pythonpath, see pyproject.toml)
 import nbformat
 import pytest
+from addnorm_grading import coursework, submissions
 
 
 pytestmark = pytest.mark.slow
 
-ASSIGNMENTS = dict(grading.assignments())            # assignment id -> notebook name
+ASSIGNMENTS = dict(coursework.assignments())            # assignment id -> notebook name
 CELL_TIMEOUT = 30                                    # seconds per cell in these runs (the config says 60)
 
 # name -> (assignment, [(text in the solution code, its replacement), ...]). Each must cost points, but never all of
@@ -249,13 +249,13 @@ def is_test_cell(cell) -> bool:
 
 
 def submit_notebook(course: Path, student: str, assignment: str, text: str | bytes) -> None:
-    grading.submit(course, student, assignment, {f"{ASSIGNMENTS[assignment]}.ipynb": text})
+    coursework.submit(course, student, assignment, {f"{ASSIGNMENTS[assignment]}.ipynb": text})
 
 
 def autograde(course: Path, *extra: str) -> subprocess.Popen:
     """Start `nbgrader autograde` (every assignment, every student) in the background."""
     command = [sys.executable, "-m", "nbgrader", "autograde", "*", f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}", *extra]
-    return subprocess.Popen(command, cwd=course, env=grading.nbgrader_env(), stdout=subprocess.PIPE,
+    return subprocess.Popen(command, cwd=course, env=coursework.nbgrader_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -266,35 +266,35 @@ def graded(tmp_path_factory):
     """Three graded courses: "class" (the pipeline cases), "mistakes" (one student per classic mistake) and
     "alternatives" (one student per correct alternative or shortcut)."""
     base = tmp_path_factory.mktemp("grading")
-    course = grading.make_course(base / "class")
+    course = coursework.make_course(base / "class")
     mistakes, alternatives = base / "mistakes", base / "alternatives"
     shutil.copytree(course, mistakes)                           # the same release and gradebook, graded separately
     shutil.copytree(course, alternatives)
 
     for assignment in ASSIGNMENTS:
-        submit_notebook(course, "full", assignment, grading.solution_text(assignment))
+        submit_notebook(course, "full", assignment, submissions.solution_text(assignment))
         released = course / "exercises" / assignment / f"{ASSIGNMENTS[assignment]}.ipynb"
         submit_notebook(course, "blank", assignment, released.read_text(encoding="utf-8"))
 
     # rewritten test cells (on top of a real mistake), and deleted test cells (on top of another one)
-    nb = nbformat.reads(grading.with_replacements(*MISTAKES["post_pre_ln_swapped"]), as_version=4)
+    nb = nbformat.reads(submissions.with_replacements(*MISTAKES["post_pre_ln_swapped"]), as_version=4)
     for cell in nb.cells:
         if is_test_cell(cell):
             cell.source = "# all tests pass\npass"
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_helpers":     # the locked helpers cell
             cell.source = "_is_normalized = lambda t: True"
     submit_notebook(course, "tamper", "01_residual", nbformat.writes(nb))
-    nb = nbformat.reads(grading.with_replacements(*MISTAKES["bessel_variance"]), as_version=4)
+    nb = nbformat.reads(submissions.with_replacements(*MISTAKES["bessel_variance"]), as_version=4)
     nb.cells = [cell for cell in nb.cells if not is_test_cell(cell)]
     submit_notebook(course, "tamper", "02_layer_norm", nbformat.writes(nb))
 
     # a learner's code cell deleted together with the test cell below it
-    nb = nbformat.reads(grading.solution_text("03_encoder_stack"), as_version=4)
+    nb = nbformat.reads(submissions.solution_text("03_encoder_stack"), as_version=4)
     nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in ("encoder", "test_encoder_stack")]
     submit_notebook(course, "tamper", "03_encoder_stack", nbformat.writes(nb))
 
     # a submission that never returns: an infinite loop in RMSNorm.forward
-    submit_notebook(course, "hang", "02_layer_norm", grading.with_replacements("02_layer_norm", [(
+    submit_notebook(course, "hang", "02_layer_norm", submissions.with_replacements("02_layer_norm", [(
         "mean_square = x.pow(2).mean(dim=-1, keepdim=True)",
         "while True:\n            pass\n        mean_square = x.pow(2).mean(dim=-1, keepdim=True)")]))
 
@@ -302,9 +302,9 @@ def graded(tmp_path_factory):
     submit_notebook(course, "broken", "03_encoder_stack", "{ this is not a notebook")
 
     for name, (assignment, replacements) in MISTAKES.items():
-        submit_notebook(mistakes, name, assignment, grading.with_replacements(assignment, replacements))
+        submit_notebook(mistakes, name, assignment, submissions.with_replacements(assignment, replacements))
     for name, (assignment, replacements) in {**ALTERNATIVES, **SHORTCUTS}.items():
-        submit_notebook(alternatives, name, assignment, grading.with_replacements(assignment, replacements))
+        submit_notebook(alternatives, name, assignment, submissions.with_replacements(assignment, replacements))
 
     started = time.monotonic()
     runs = {"class": autograde(course), "mistakes": autograde(mistakes), "alternatives": autograde(alternatives)}
@@ -314,8 +314,8 @@ def graded(tmp_path_factory):
         "log": logs["class"], "returncode": runs["class"].returncode,
         "mistakes_log": logs["mistakes"], "mistakes_returncode": runs["mistakes"].returncode,
         "alternatives_log": logs["alternatives"], "alternatives_returncode": runs["alternatives"].returncode,
-        "scores": grading.scores(course), "mistake_scores": grading.scores(mistakes),
-        "alternative_scores": grading.scores(alternatives),
+        "scores": coursework.scores(course), "mistake_scores": coursework.scores(mistakes),
+        "alternative_scores": coursework.scores(alternatives),
         "seconds": time.monotonic() - started,
     }
 
@@ -396,12 +396,12 @@ def test_rewritten_and_deleted_test_cells_are_restored(graded):
     nb = nbformat.read(graded["course"] / "autograded" / "tamper" / "02_layer_norm" / "layer_norm.ipynb", as_version=4)
     restored = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)]
     original = [c.metadata["nbgrader"]["grade_id"]
-                for c in nbformat.reads(grading.solution_text("02_layer_norm"), as_version=4).cells if is_test_cell(c)]
+                for c in nbformat.reads(submissions.solution_text("02_layer_norm"), as_version=4).cells if is_test_cell(c)]
     assert restored == original
     rewritten = nbformat.read(graded["course"] / "autograded" / "tamper" / "01_residual" / "residual.ipynb", as_version=4)
     assert all("# all tests pass" not in c.source for c in rewritten.cells if is_test_cell(c))
     helpers = lambda nb: [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_helpers"]
-    assert helpers(rewritten) == helpers(nbformat.reads(grading.solution_text("01_residual"), as_version=4)), (
+    assert helpers(rewritten) == helpers(nbformat.reads(submissions.solution_text("01_residual"), as_version=4)), (
         "the locked test-helpers cell was not restored from the gradebook")
     # the code cell and the test below it both deleted: the test comes back, the missing code scores zero
     both = score(graded["scores"], "tamper", "03_encoder_stack")
@@ -412,7 +412,7 @@ def test_rewritten_and_deleted_test_cells_are_restored(graded):
 
 def test_an_infinite_loop_times_out_and_the_class_is_still_graded(graded):
     result = score(graded["scores"], "hang", "02_layer_norm")
-    nb = nbformat.reads(grading.solution_text("02_layer_norm"), as_version=4)
+    nb = nbformat.reads(submissions.solution_text("02_layer_norm"), as_version=4)
     blocked = sum(c.metadata["nbgrader"]["points"] for c in nb.cells if is_test_cell(c)
                   and "rms_norm" in c.metadata["nbgrader"]["grade_id"])
     assert result["code"] == result["max_code"] - blocked, (
@@ -436,7 +436,7 @@ def test_the_log_tells_edited_cells_from_restored_hidden_tests(graded):
     logs = graded["log"] + graded["mistakes_log"] + graded["alternatives_log"]
     assert "Attribute 'checksum'" not in logs, "the restoring of hidden tests is still logged as a change"
     edited = re.findall(r"Cell (\w+) was EDITED by the student", graded["log"])
-    rewritten = [c.metadata["nbgrader"]["grade_id"] for c in nbformat.reads(grading.solution_text("01_residual"), as_version=4).cells
+    rewritten = [c.metadata["nbgrader"]["grade_id"] for c in nbformat.reads(submissions.solution_text("01_residual"), as_version=4).cells
                  if is_test_cell(c) or c.metadata.get("nbgrader", {}).get("grade_id") == "test_helpers"]
     assert sorted(edited) == sorted(rewritten), (edited, rewritten)     # the "tamper" student's 01_residual only
     assert "EDITED" not in graded["mistakes_log"] + graded["alternatives_log"]
@@ -446,15 +446,15 @@ def test_validate_prints_whole_messages(graded):
     """`nbgrader validate` in a terminal wraps a long failure message instead of cutting it at 90 characters."""
     assignment, replacements = MISTAKES["hard_coded_dropout_rate"]
     path = graded["mistakes"] / "validate_me.ipynb"
-    path.write_text(grading.with_replacements(assignment, replacements), encoding="utf-8")
-    result = grading.run_nbgrader(["validate", path.name], graded["mistakes"], check=False)
+    path.write_text(submissions.with_replacements(assignment, replacements), encoding="utf-8")
+    result = coursework.run_nbgrader(["validate", path.name], graded["mistakes"], check=False)
     words = " ".join((result.stdout + result.stderr).split())
     assert "is the rate hard-coded? Use the dropout argument: nn.Dropout(dropout)." in words, result.stdout[-3000:]
 
 
 def test_feedback_is_written_for_every_student(graded):
     course = graded["course"]
-    grading.run_nbgrader(["generate_feedback", "*"], course)
+    coursework.run_nbgrader(["generate_feedback", "*"], course)
     autograded = sorted(p.relative_to(course / "autograded") for p in course.glob("autograded/*/*/*.ipynb"))
     assert len(autograded) >= 5 + 5 + 3 + 1
     for path in autograded:
@@ -470,9 +470,9 @@ def test_feedback_is_written_for_every_student(graded):
 def test_grading_twice_gives_identical_scores(graded):
     """Regrade the positional-encoding submissions (partial scores) and compare."""
     course = graded["mistakes"]
-    grading.run_nbgrader(["autograde", "05_positional_encoding", "--force",
+    coursework.run_nbgrader(["autograde", "05_positional_encoding", "--force",
                           f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"], course)
-    again = grading.scores(course)
+    again = coursework.scores(course)
     before = {k: v for k, v in graded["mistake_scores"].items() if k[1] == "05_positional_encoding"}
     expected = sum(assignment == "05_positional_encoding" for assignment, _ in MISTAKES.values())
     assert len(before) == expected and {k: again[k] for k in before} == before
@@ -481,9 +481,9 @@ def test_grading_twice_gives_identical_scores(graded):
 def test_the_notebook_time_budget_cuts_a_hanging_notebook_short(graded):
     """With a 20 s budget per notebook, the looping cell is interrupted before its 60 s per-cell limit."""
     course = graded["course"]
-    result = grading.run_nbgrader(["autograde", "02_layer_norm", "--student=hang", "--force",
+    result = coursework.run_nbgrader(["autograde", "02_layer_norm", "--student=hang", "--force",
                                    "--BudgetedExecute.notebook_timeout=20"], course)
     waited = [int(s) for s in re.findall(r"Timeout waiting for execute reply \((\d+)s\)", result.stderr + result.stdout)]
     assert waited and max(waited) <= 20, waited
-    hang = score(grading.scores(course), "hang", "02_layer_norm")
+    hang = score(coursework.scores(course), "hang", "02_layer_norm")
     assert hang == score(graded["scores"], "hang", "02_layer_norm"), hang

@@ -15,9 +15,9 @@ import re
 import subprocess
 import sys
 
-import grading  # tools/grading.py (tools/ is on pytest's pythonpath, see pyproject.toml)
 import nbformat
 import pytest
+from addnorm_grading import coursework, submissions
 
 pytestmark = pytest.mark.slow
 
@@ -218,17 +218,17 @@ def training_report(nb) -> tuple[float, float]:
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """One autograde run over the solution, every alternative and every mistake of exercise 6."""
-    course = grading.make_course(tmp_path_factory.mktemp("grading_ex6") / "course")
-    submissions = {"solution": grading.solution_text(ASSIGNMENT)}
-    submissions.update({name: grading.with_replacements(ASSIGNMENT, replacements) for name, replacements in ALTERNATIVES.items()})
-    submissions.update({name: grading.with_replacements(ASSIGNMENT, replacements) for name, (replacements, _, _) in MISTAKES.items()})
+    course = coursework.make_course(tmp_path_factory.mktemp("grading_ex6") / "course")
+    submissions = {"solution": submissions.solution_text(ASSIGNMENT)}
+    submissions.update({name: submissions.with_replacements(ASSIGNMENT, replacements) for name, replacements in ALTERNATIVES.items()})
+    submissions.update({name: submissions.with_replacements(ASSIGNMENT, replacements) for name, (replacements, _, _) in MISTAKES.items()})
     for student, text in submissions.items():
-        grading.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": text})
+        coursework.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": text})
     result = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
                              f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"],
-                            cwd=course, env=grading.nbgrader_env(), capture_output=True, text=True)
+                            cwd=course, env=coursework.nbgrader_env(), capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    scores = {student: s for (student, assignment, _), s in grading.scores(course).items() if assignment == ASSIGNMENT}
+    scores = {student: s for (student, assignment, _), s in coursework.scores(course).items() if assignment == ASSIGNMENT}
     notebooks = {student: nbformat.read(course / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
                  for student in submissions}
     return {"scores": scores, "notebooks": notebooks}

@@ -4,7 +4,8 @@ The test starts the hub exactly as a person does (`make hub`: real Unix users `i
 the exchange in /usr/local/share/nbgrader/exchange), then, in the browser, with every request to a host other than
 127.0.0.1 aborted:
 
-1. the instructor opens the formgrader (its pages, not a blank panel) and releases 01_residual;
+1. the instructor opens the formgrader (its pages, not a blank panel), sees every assignment of solutions/ there and
+   releases each of them;
 2. student1 opens the Assignment List, fetches, writes a correct solution, submits; student2 submits a wrong one
    (Post-LN and Pre-LN swapped); neither student's menu has Formgrader or Create Assignment;
 3. the instructor collects in the formgrader, autogrades (`nbgrader autograde 01_residual` as the instructor, the
@@ -27,6 +28,7 @@ import re
 import shutil
 import subprocess
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,9 +49,12 @@ CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run",
 ]
-USERS = ("instructor", "student1", "student2", "student3")
-COURSE = Path("/home/instructor/addnorm")
-EXCHANGE = Path("/usr/local/share/nbgrader/exchange/addnorm")
+CONSTANTS = tomllib.loads((ROOT / "course.toml").read_text())       # what hub/hubctl.py reads too
+INSTRUCTOR = CONSTANTS["hub"]["instructor"]
+USERS = (INSTRUCTOR, *CONSTANTS["hub"]["students"])
+COURSE = Path("/home") / INSTRUCTOR / CONSTANTS["course"]["id"]
+EXCHANGE = Path(CONSTANTS["course"]["exchange"]) / CONSTANTS["course"]["id"]
+ASSIGNMENTS = sorted(folder.name for folder in (ROOT / "solutions").iterdir() if folder.is_dir())
 ASSIGNMENT = "01_residual"
 NOTEBOOK = "residual.ipynb"
 SHOTS = ROOT / "_build" / "screenshots" / "hub"
@@ -194,9 +199,10 @@ def formgrader(page: Any) -> Any:
     return frame
 
 
-def assignment_action(page: Any, frame: Any, column: str, message: str, screenshot: str) -> None:
-    """Click a Manage Assignments button (release, collect, ...) for the assignment; wait for its success message."""
-    row = frame.locator("tr", has=frame.locator(f"td.name:has-text('{ASSIGNMENT}')"))
+def assignment_action(page: Any, frame: Any, column: str, message: str, screenshot: str,
+                      assignment: str = ASSIGNMENT) -> None:
+    """Click a Manage Assignments button (release, collect, ...) for an assignment; wait for its success message."""
+    row = frame.locator("tr", has=frame.locator(f"td.name:has-text('{assignment}')"))
     row.locator(f"td.{column} a").click()
     dialog = frame.locator(".modal-dialog:visible")
     dialog.wait_for()
@@ -249,7 +255,9 @@ def fetch_and_submit(browser: Any, password: str, student: str, correct: bool) -
     formgrader_page = page.context.request.get(f"{BASE}/user/{student}/formgrader/manage_assignments")
     assert formgrader_page.status == 404, f"{student}'s server serves the formgrader (HTTP {formgrader_page.status})"
     assignment_list(page)
-    page.locator("#released_assignments_list button:has-text('Fetch')").first.click()
+    released = page.locator("#released_assignments_list .list_item",
+                            has=page.locator(f".item_name:has-text('{ASSIGNMENT}')"))
+    released.locator("button:has-text('Fetch')").click()
     page.wait_for_selector(f"#fetched_assignments_list:has-text('{ASSIGNMENT}')")
     shot(page, f"05-{student}-fetched")
     write_solution(student, correct)
@@ -267,11 +275,15 @@ def test_course_cycle_on_the_hub(hub: str, browser: Any) -> None:
     started = time.monotonic()
     password = hub
 
-    teacher = log_in(browser, "instructor", password)
+    teacher = log_in(browser, INSTRUCTOR, password)
     assert {"Formgrader", "Create assignment", "Assignment List"} <= set(nbgrader_menu(teacher, "01-instructor-menu"))
     frame = formgrader(teacher)
+    listed = frame.locator("td.name").all_inner_texts()
     shot(teacher, "02-instructor-formgrader")
-    assignment_action(teacher, frame, "release", f"Successfully released '{ASSIGNMENT}'", "03-instructor-released")
+    assert sorted(name.strip() for name in listed) == ASSIGNMENTS, f"the formgrader lists {listed}, not {ASSIGNMENTS}"
+    for assignment in ASSIGNMENTS:
+        assignment_action(teacher, frame, "release", f"Successfully released '{assignment}'",
+                          f"03-instructor-released-{assignment}", assignment)
 
     student1 = fetch_and_submit(browser, password, "student1", correct=True)
     student2 = fetch_and_submit(browser, password, "student2", correct=False)
@@ -282,7 +294,7 @@ def test_course_cycle_on_the_hub(hub: str, browser: Any) -> None:
                       "07-instructor-collected")
     for student in ("student1", "student2"):
         assert (COURSE / "submitted" / student / ASSIGNMENT / NOTEBOOK).is_file(), f"{student}'s work not collected"
-    graded = as_user("instructor", "nbgrader", "autograde", ASSIGNMENT, cwd=COURSE)
+    graded = as_user(INSTRUCTOR, "nbgrader", "autograde", ASSIGNMENT, cwd=COURSE)
     assert graded.returncode == 0, f"autograde failed:\n{graded.stdout[-3000:]}\n{graded.stderr[-3000:]}"
 
     grade_written_answer(teacher, frame, "student1", points=2)
@@ -333,7 +345,7 @@ def go_to_manage_assignments(page: Any) -> None:
 
 def scores() -> dict[str, float]:
     """Each student's total score for the assignment, from `nbgrader export` run as the instructor."""
-    exported = as_user("instructor", "nbgrader", "export", cwd=COURSE)          # writes grades.csv
+    exported = as_user(INSTRUCTOR, "nbgrader", "export", cwd=COURSE)          # writes grades.csv
     assert exported.returncode == 0, exported.stderr
     lines = (COURSE / "grades.csv").read_text().strip().splitlines()
     header = lines[0].split(",")

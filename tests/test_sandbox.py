@@ -22,10 +22,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from addnorm_grading import coursework, sandbox, submissions
+from addnorm_grading.course import read_course
 
-import grading  # noqa: E402  (tools/grading.py)
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
 
 pytestmark = pytest.mark.slow
 
@@ -160,7 +161,7 @@ LOSES_ALL_POINTS = {"kills_parent", "os_exit"}
 
 
 def solution() -> nbformat.NotebookNode:
-    return nbformat.read(grading.SOLUTIONS / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+    return nbformat.read(SOLUTIONS / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
 
 
 def outputs_text(path: Path) -> str:
@@ -212,11 +213,11 @@ def gradebook_rows(course: Path) -> dict[str, list[tuple]]:
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """A class of one correct student and one student per attack, autograded with a plain `nbgrader autograde`."""
-    check = subprocess.run([sys.executable, str(grading.SANDBOX / "sandbox.py"), "--check"],
+    check = subprocess.run([sys.executable, "-m", "addnorm_grading.sandbox", "--check"], cwd=ROOT,
                            capture_output=True, text=True)
     assert check.returncode == 0, f"the grading sandbox does not work here: {check.stdout}{check.stderr}"
     base = tmp_path_factory.mktemp("sandbox")
-    course = grading.make_course(base / "course")
+    course = coursework.make_course(base / "course")
     drop = base / "drop"
     drop.mkdir()
     drop.chmod(0o1777)                                  # anyone may write here: the sandbox must still stop it
@@ -224,17 +225,17 @@ def graded(tmp_path_factory):
     before = gradebook_rows(course)
     fill = {"course": course, "port": listener.port, "drop": drop, "assignment": ASSIGNMENT, "notebook": NOTEBOOK,
             "secrets": repr([*SECRET_LINES, "SQLite format"])}
-    grading.submit(course, "correct", ASSIGNMENT, {f"{NOTEBOOK}.ipynb": nbformat.writes(solution())})
+    coursework.submit(course, "correct", ASSIGNMENT, {f"{NOTEBOOK}.ipynb": nbformat.writes(solution())})
     for student, code in ATTACKS.items():
-        grading.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": grading.with_cell_before_tests(nbformat.writes(solution()), code.format(**fill))})
-    env = {k: v for k, v in grading.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
+        coursework.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": submissions.with_cell_before_tests(nbformat.writes(solution()), code.format(**fill))})
+    env = {k: v for k, v in coursework.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
     env["OMP_NUM_THREADS"] = "2"                        # the sandbox decides: one thread per kernel
     run = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
                           f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"],
                          cwd=course, env=env, capture_output=True, text=True, timeout=1500)
     listener.close()
     return {"course": course, "drop": drop, "run": run, "log": run.stdout + run.stderr,
-            "scores": grading.scores(course), "connections": listener.connections,
+            "scores": coursework.scores(course), "connections": listener.connections,
             "gradebook_before": before, "gradebook_after": gradebook_rows(course)}
 
 
@@ -349,16 +350,33 @@ def test_output_flooding_is_cut_short(graded):
     assert "flood" in outputs_text(path)
 
 
-def test_without_the_sandbox_autograde_refuses_and_says_how_to_opt_out(graded, tmp_path):
-    """A course folder whose sandbox is missing: nothing is graded, the log says why and names the opt-out."""
-    course = tmp_path / "course"
+def copy_of_course(graded, course: Path, names=("nbgrader_config.py", "course.toml", "gradebook.db", "solutions",
+                                               "exercises")) -> Path:
+    """A copy of the graded course's `names` and of the correct student's submission, at `course`."""
     (course / "submitted" / "correct").mkdir(parents=True)
-    for name in ("nbgrader_config.py", "gradebook.db", "solutions", "exercises"):
-        source = graded["course"] / name
-        (subprocess.run(["cp", "-R", str(source), str(course / name)], check=True))
+    for name in names:
+        subprocess.run(["cp", "-R", str(graded["course"] / name), str(course / name)], check=True)
     subprocess.run(["cp", "-R", str(graded["course"] / "submitted" / "correct" / ASSIGNMENT),
                     str(course / "submitted" / "correct" / ASSIGNMENT)], check=True)
-    env = {k: v for k, v in grading.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
+    return course
+
+
+def path_without(tool: str, folder: Path) -> str:
+    """A PATH on which every program of /usr/bin and /usr/sbin is found except `tool` (as on a machine without it),
+    with this interpreter's bin/ first."""
+    folder.mkdir()
+    for system in (Path("/usr/bin"), Path("/usr/sbin")):
+        for program in system.iterdir():
+            if program.name != tool and not (folder / program.name).exists():
+                (folder / program.name).symlink_to(program)
+    return os.pathsep.join([str(Path(sys.executable).parent), str(folder)])
+
+
+def test_without_the_sandbox_autograde_refuses_and_says_how_to_opt_out(graded, tmp_path):
+    """A machine without bubblewrap: nothing is graded, the log says why and names the opt-out."""
+    course = copy_of_course(graded, tmp_path / "course")
+    env = {k: v for k, v in coursework.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
+    env["PATH"] = path_without("bwrap", tmp_path / "bin")
     refused = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force"],
                              cwd=course, env=env, capture_output=True, text=True)
     assert refused.returncode != 0
@@ -368,7 +386,7 @@ def test_without_the_sandbox_autograde_refuses_and_says_how_to_opt_out(graded, t
     unsafe = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force"],
                             cwd=course, env={**env, "ADDNORM_UNSAFE_GRADING": "1"}, capture_output=True, text=True)
     assert unsafe.returncode == 0, unsafe.stderr[-3000:]
-    code, max_code = (grading.scores(course)[("correct", ASSIGNMENT, NOTEBOOK)][k] for k in ("code", "max_code"))
+    code, max_code = (coursework.scores(course)[("correct", ASSIGNMENT, NOTEBOOK)][k] for k in ("code", "max_code"))
     assert code == max_code > 0
     # ... and so does the command-line form of it
     flag = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force",
@@ -379,10 +397,17 @@ def test_without_the_sandbox_autograde_refuses_and_says_how_to_opt_out(graded, t
 
 def test_the_missing_pieces_are_named(monkeypatch):
     """sandbox.missing() names a missing bubblewrap and the opt-out."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("addnorm_sandbox", grading.SANDBOX / "sandbox.py")
-    sandbox = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sandbox)
     monkeypatch.setattr(sandbox.shutil, "which", lambda tool: None if tool == "bwrap" else f"/usr/bin/{tool}")
-    reason = sandbox.missing()
+    reason = sandbox.missing(read_course(ROOT / "course.toml").sandbox.user)
     assert "bubblewrap" in reason and "make sandbox" in reason and "ADDNORM_UNSAFE_GRADING=1" in reason
+
+
+def test_a_course_folder_without_course_toml_stops_nbgrader_and_says_why(graded, tmp_path):
+    """Without course.toml nbgrader must not fall back to its own defaults (grading outside the sandbox): it stops."""
+    course = copy_of_course(graded, tmp_path / "course", names=("nbgrader_config.py", "gradebook.db", "solutions"))
+    env = {k: v for k, v in coursework.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
+    stopped = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force"],
+                             cwd=course, env=env, capture_output=True, text=True)
+    assert stopped.returncode != 0
+    assert "course.toml" in stopped.stderr and "nbgrader_config.py" in stopped.stderr, stopped.stderr[-3000:]
+    assert not (course / "autograded").exists()

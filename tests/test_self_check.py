@@ -1,4 +1,4 @@
-"""The learner's self-check (`make check`, tools/self_check.py) on a learner's folder made for the test.
+"""The learner's self-check (`make check`, addnorm_grading.self_check) on a learner's folder made for the test.
 
 One run grades three exercises at once: 01 solved (the solutions' code in the learner's notebook), 02 half solved
 (LayerNorm written, RMSNorm not) and 05 untouched. The printed scores and failing tests must match, the feedback
@@ -73,9 +73,9 @@ def self_check(tmp_path_factory: pytest.TempPathFactory) -> dict:
         (exercises / assignment).mkdir(parents=True)
         nbformat.write(nb, exercises / assignment / notebook_of(assignment))
     before = folder_hashes(exercises)
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "self_check.py"), SOLVED, HALF, BLANK,
+    result = subprocess.run([sys.executable, "-m", "addnorm_grading.self_check", SOLVED, HALF, BLANK,
                              "--exercises", str(exercises), "--feedback", str(feedback)],
-                            capture_output=True, text=True, timeout=1200)
+                            cwd=ROOT, capture_output=True, text=True, timeout=1200)
     return {"out": result.stdout, "err": result.stderr, "code": result.returncode, "feedback": feedback,
             "before": before, "after": folder_hashes(exercises)}
 

@@ -3,16 +3,17 @@ file says how it was made and covers the whole grid. Fast: a few seconds."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from addnorm.lab.sweep import GRID, RESULT_FIELDS, VARIANTS, cells, differences, load_sweep, run_cell
+from addnorm.lab.sweep import GRID, QUICK_GRID, RESULT_FIELDS, VARIANTS, cells, differences, load_sweep, run_cell
+from addnorm.lab.sweep_maps import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "depth_lr_sweep.json"
@@ -21,13 +22,7 @@ PROVENANCE = ("command", "git_commit", "code_sha256", "seeds", "grid", "settings
               "started_at", "finished_at", "run_time_s", "cells_wall_time_s")
 
 
-def sweep_tool():
-    """tools/sweep.py as a module."""
-    spec = importlib.util.spec_from_file_location("sweep_tool", ROOT / "tools" / "sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+SWEEP_TOOL = ROOT / "tools" / "sweep.py"              # what `make sweep` runs
 
 
 def test_run_cell_is_reproducible_and_returns_every_field():
@@ -70,11 +65,12 @@ def check_results_file(content: dict, grid: dict) -> None:
 
 
 def test_quick_sweep_writes_results_with_provenance(tmp_path):
-    tool = sweep_tool()
     out = tmp_path / "quick.json"
-    assert tool.main(["--quick", "--workers", "1", "--out", str(out)]) == 0
+    run = subprocess.run([sys.executable, str(SWEEP_TOOL), "--quick", "--workers", "1", "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     content = json.loads(out.read_text())
-    check_results_file(content, tool.QUICK_GRID)
+    check_results_file(content, QUICK_GRID)
     assert content["meta"]["command"].endswith(f"--quick --workers 1 --out {out}")
     assert not out.with_suffix(".partial.jsonl").exists()
     sweep = load_sweep(out)
@@ -100,7 +96,7 @@ def test_a_cell_of_the_results_file_reproduces():
     sweep = load_sweep(DATA)
     cell = ("post_ln", 2, 1e-2, 0)                 # one of the cheapest cells, about a second
     again, stored = sweep.rerun(*cell), sweep.cell(*cell)
-    if (sweep.meta["torch"], sweep.meta["cpu"]) == (torch.__version__, sweep_tool().cpu_model()):
+    if (sweep.meta["torch"], sweep.meta["cpu"]) == (torch.__version__, cpu_model()):
         assert differences(again, stored) == []    # same PyTorch and CPU: bit for bit
     else:                                          # elsewhere: the same result within a tolerance
         assert abs(again["accuracy"] - stored["accuracy"]) <= 0.05
@@ -136,4 +132,3 @@ def test_a_file_that_no_longer_matches_the_code_fails_the_rerun_check():
     sweep.cell(*cell)["accuracy"] = -1.0           # as if the file had been made by other code
     with pytest.raises(AssertionError):
         sweep_maps.rerun_against_file(sweep, [cell], threshold=0.9)
-    assert sweep_tool().cpu_model() == sweep_maps.cpu_model()

@@ -1,5 +1,7 @@
 """Build the website into _build/html, executing every chapter, warnings as errors (`make book` runs this).
 
+    python tools/build_book.py [BOOK_FOLDER]      (default: this repository)
+
 Jupyter Book's execution cache does not notice a change in an imported module: the Makefile's `book` target
 drops the cache when a file under lib/ changes, and on CI."""
 
@@ -25,4 +27,4 @@ def build(root: Path = ROOT) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(build())
+    sys.exit(build(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT))

@@ -31,14 +31,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from addnorm.lab.sweep import (GRID, RESULT_FIELDS, SETTINGS, VARIANTS, cells, differences, load_sweep,
-                               run_cell)
+from addnorm.lab.sweep import (GRID, QUICK_GRID, QUICK_SETTINGS, RESULT_FIELDS, SETTINGS, VARIANTS, cells,
+                               differences, load_sweep, run_cell)
 from addnorm.lab.sweep_maps import code_sha256, cpu_model  # what the chapters compare against
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "data" / "depth_lr_sweep.json"
-QUICK_GRID = dict(variants=["post_ln", "pre_ln"], depths=[1, 2], lrs=[1e-3], seeds=[0])
-QUICK_SETTINGS = dict(steps=10, eval_examples=64, curve_every=2)
 CALIBRATION_STEPS = (10, 40)     # two short runs per depth: fixed cost + cost per step
 
 

@@ -8,10 +8,13 @@ fetch, submit and collect alone. A course folder's own nbgrader_config.py or ~/.
 """
 
 import os
+import tomllib
+from pathlib import Path
 
 c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
 
-SHARED_EXCHANGE = "/usr/local/share/nbgrader/exchange"          # nbgrader 0.9.6's default
+COURSE_FILE = Path(__file__).resolve().parents[2] / "course.toml"        # the course's constants
+SHARED_EXCHANGE = tomllib.loads(COURSE_FILE.read_text())["course"]["exchange"]
 LOCAL_EXCHANGE = os.environ.get("ADDNORM_LOCAL_EXCHANGE")        # set by `make lab`
 
 if LOCAL_EXCHANGE and not os.path.isdir(SHARED_EXCHANGE):

@@ -1,9 +1,13 @@
 """nbgrader settings every user of the course hub shares (copied into the hub environment's etc/jupyter).
 
-Students have no course directory of their own: this names their course. The exchange is nbgrader 0.9.6's
-default folder, spelled out so that the hub's set-up (hub/hubctl.py) and nbgrader agree on it.
+Students have no course folder of their own: this names their course and its exchange, read from the course's
+course.toml, which hub/hubctl.py copies beside this file.
 """
 
+import tomllib
+from pathlib import Path
+
 c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
-c.CourseDirectory.course_id = "addnorm"
-c.Exchange.root = "/usr/local/share/nbgrader/exchange"
+course = tomllib.loads(Path(__file__).with_name("course.toml").read_text())["course"]
+c.CourseDirectory.course_id = course["id"]
+c.Exchange.root = course["exchange"]

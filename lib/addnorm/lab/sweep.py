@@ -76,6 +76,10 @@ GRID: dict = dict(
     seeds=[0, 1],
 )
 
+# `tools/sweep.py --quick`: a tiny grid with a few steps, a smoke test of the whole sweep in seconds.
+QUICK_GRID: dict = dict(variants=["post_ln", "pre_ln"], depths=[1, 2], lrs=[1e-3], seeds=[0])
+QUICK_SETTINGS: dict = dict(steps=10, eval_examples=64, curve_every=2)
+
 RESULT_FIELDS = (
     "variant", "depth", "lr", "seed",     # the cell
     "accuracy",        # held-out token accuracy (eval_examples fresh sequences)

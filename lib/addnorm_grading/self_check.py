@@ -1,8 +1,8 @@
 """Self-check for a learner studying alone: grade your own exercises/ notebooks with the full tests, hidden ones too.
 
-`make check` (or `make check EXERCISE=02_layer_norm`) runs this. nbgrader does the grading, exactly as an instructor's
-`nbgrader autograde` would, in a throw-away course directory: the instructor notebooks in solutions/ give the tests,
-a copy of your notebook is the submission. Your files are only read, never written. It prints each exercise's score
+`make check` (or `make check EXERCISE=02_layer_norm`) runs `python -m addnorm_grading.self_check [EXERCISE…]` in the
+course folder. nbgrader does the grading, exactly as an instructor's `nbgrader autograde` would, in a throw-away
+course directory: the instructor notebooks in solutions/ give the tests, a copy of your notebook is the submission. Your files are only read, never written. It prints each exercise's score
 and the message of every failing test, and writes nbgrader's HTML feedback to feedback-self/ (git-ignored).
 
 (nbgrader has no single command for "grade this one notebook of mine with the hidden tests": Validate runs only the
@@ -22,9 +22,8 @@ from pathlib import Path
 
 import nbformat
 
-import grading
+from addnorm_grading import coursework
 
-ROOT = grading.ROOT
 STUDENT = "self"
 # nbgrader's feedback template loads MathJax 2 from a CDN (its mathjax() macro takes no URL from the configuration).
 # The self-check's feedback instead loads MathJax 3 from one copy in feedback-self/_mathjax/ (about 3 MB, copied from
@@ -112,10 +111,10 @@ def with_local_mathjax(html: str, src: str) -> str:
 
 def check(assignment: str, notebook: Path, course: Path, feedback_dir: Path) -> Result:
     """Autograde a copy of `notebook` as exercise `assignment` in `course`; copy its feedback HTML to feedback_dir."""
-    grading.submit(course, STUDENT, assignment, {notebook.name: notebook.read_bytes()})
-    grading.run_nbgrader(["autograde", assignment, f"--student={STUDENT}", "--force", *AUTOGRADE_OPTIONS], course)
-    grading.run_nbgrader(["generate_feedback", assignment, f"--student={STUDENT}", "--force"], course)
-    score = grading.scores(course)[(STUDENT, assignment, notebook.stem)]
+    coursework.submit(course, STUDENT, assignment, {notebook.name: notebook.read_bytes()})
+    coursework.run_nbgrader(["autograde", assignment, f"--student={STUDENT}", "--force", *AUTOGRADE_OPTIONS], course)
+    coursework.run_nbgrader(["generate_feedback", assignment, f"--student={STUDENT}", "--force"], course)
+    score = coursework.scores(course)[(STUDENT, assignment, notebook.stem)]
     html = course / "feedback" / STUDENT / assignment / f"{notebook.stem}.html"
     target = feedback_dir / assignment / html.name
     if html.is_file():
@@ -144,9 +143,9 @@ def report(result: Result) -> str:
     return "\n".join(lines)
 
 
-def learner_notebooks(exercises: Path, wanted: list[str]) -> list[tuple[str, Path]]:
+def learner_notebooks(course: Path, exercises: Path, wanted: list[str]) -> list[tuple[str, Path]]:
     """(assignment, the learner's notebook) for each exercise of the course, or only those named in `wanted`."""
-    known = grading.assignments()
+    known = coursework.assignments(course / coursework.SOURCE)
     unknown = sorted(set(wanted) - {a for a, _ in known})
     if unknown:
         raise SystemExit(f"no such exercise: {', '.join(unknown)} (choose from {', '.join(a for a, _ in known)})")
@@ -157,18 +156,22 @@ def main(argv: list[str] | None = None) -> int:
     """Self-check the named exercises (all by default); exit 1 when a notebook is missing or a test fails."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("exercise", nargs="*", help="e.g. 02_layer_norm (default: every exercise)")
-    parser.add_argument("--exercises", type=Path, default=ROOT / "exercises", help="the learner's exercise folder")
-    parser.add_argument("--feedback", type=Path, default=ROOT / "feedback-self", help="where the feedback HTML goes")
+    parser.add_argument("--course", type=Path, help="the course folder with the tests (default: the one with "
+                        "course.toml, here or above)")
+    parser.add_argument("--exercises", type=Path, help="the learner's exercise folder (default: the course's exercises/)")
+    parser.add_argument("--feedback", type=Path, help="where the feedback HTML goes (default: the course's feedback-self/)")
     args = parser.parse_args(argv)
+    origin = (args.course or coursework.course_root()).resolve()
+    exercises, feedback = args.exercises or origin / "exercises", args.feedback or origin / "feedback-self"
     ok = True
     with tempfile.TemporaryDirectory(prefix="addnorm-self-check-") as scratch:
-        course = grading.make_course(Path(scratch) / "course")
-        for assignment, notebook in learner_notebooks(args.exercises, args.exercise):
+        course = coursework.make_course(Path(scratch) / "course", origin)
+        for assignment, notebook in learner_notebooks(origin, exercises, args.exercise):
             if not notebook.is_file():
                 print(f"{assignment}: {notebook} is missing", flush=True)
                 ok = False
                 continue
-            result = check(assignment, notebook, course, args.feedback.resolve())
+            result = check(assignment, notebook, course, feedback.resolve())
             ok = ok and not result.failed and result.score == result.max_score
             print(report(result), flush=True)
     print("\nThese are the course's own hidden tests; in a graded course your instructor's tests may differ.")

@@ -1,40 +1,40 @@
 """Start an autograding kernel inside a bubblewrap sandbox: the program behind the `addnorm-sandbox` kernelspec.
 
-Why this file exists: nbgrader's hook for isolating student code is the kernelspec it starts (`c.Execute.kernel_name`);
+Why this module exists: nbgrader's hook for isolating student code is the kernelspec it starts (`c.Execute.kernel_name`);
 the isolation itself is done by the operating system through well-kept tools — bubblewrap (mount, network, PID and
 IPC namespaces), setpriv (a separate unprivileged user when the grader is root), unshare (a user namespace of its
 own, so the process cap counts this kernel alone) and prlimit (memory, processes, file size). This file only puts
-their command line together.
+their command line together. What a kernel may use (memory, processes, …) is decided by the grading process
+(`addnorm_grading.execute.SandboxedExecute`, from course.toml) and handed over in `sandbox.json`, a file beside the
+connection file.
 
 The kernel sees: the operating system's /usr (read-only, the nbgrader exchange hidden), a few files of /etc, the
 Python environment and the `addnorm` package (read-only), a private copy of its submission folder as its working
 directory, without any notebook (nbgrader has already written the notebook with the hidden tests restored there),
-and a private /tmp (RAM disks of SCRATCH_SIZE, gone when the kernel ends), and the folder of its own connection
+and a private /tmp (RAM disks of the scratch size, gone when the kernel ends), and the folder of its own connection
 sockets (the kernel protocol runs over Unix sockets: with no network at all, TCP is impossible). Nothing
 else of the machine: not the course folder (solutions/, gradebook.db, other students' work), not any home folder.
 
-    python sandbox.py CONNECTION_FILE [kernel arguments...]   (started by jupyter_client, see kernel.json)
-    python sandbox.py --check                                 print what is missing for sandboxed grading
+    python -m addnorm_grading.sandbox CONNECTION_FILE [kernel arguments...]   (jupyter_client, see kernel.json)
+    python -m addnorm_grading.sandbox --check          print what is missing for sandboxed grading (in a course folder)
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pwd
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-GRADER_USER = "addnorm-grader"      # the unprivileged user kernels run as when the grader is root
-MEMORY = os.environ.get("ADDNORM_SANDBOX_MEMORY", "4G")          # address space of each kernel process
-PROCESSES = int(os.environ.get("ADDNORM_SANDBOX_PROCESSES", "64"))   # processes + threads in one sandbox
-SCRATCH_SIZE = os.environ.get("ADDNORM_SANDBOX_SCRATCH", "256M")     # each of the two RAM disks (cwd, /tmp)
-THREADS = os.environ.get("ADDNORM_SANDBOX_THREADS", "1")         # torch (OpenMP) threads in each kernel
-FILE_SIZE = "64M"                   # largest file the kernel may write (its socket folder is on disk)
+from addnorm_grading.course import SandboxLimits, read_course
+
+SETTINGS_FILE = "sandbox.json"      # beside the connection file: the limits and what to hide, from the grader
 STAGED = "files"                    # the submission's files, next to the connection file, copied into the scratch
-HIDDEN_UNDER_USR = ["/usr/local/share/nbgrader"]                  # nbgrader's default exchange: everyone's work
 ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group", "nsswitch.conf",
              "fonts", "alternatives", "mime.types"]
 KEPT_VARIABLES = ["LANG", "LC_ALL", "TZ", "PYTHONHASHSEED", "TQDM_DISABLE", "MPLBACKEND"]
@@ -43,21 +43,46 @@ UNSAFE_HINT = ("To grade anyway, at your own risk (student code then runs with y
                "--SandboxedExecute.kernel_name=python3.")
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What the grading process decides for one kernel: its limits, and the folders under /usr it must not see."""
+
+    limits: SandboxLimits
+    hidden: tuple[str, ...]        # e.g. nbgrader's exchange, which holds everyone's work
+
+    def write(self, folder: Path) -> Path:
+        """Write these settings as folder/sandbox.json (JSON: data, never code); return the file."""
+        path = folder / SETTINGS_FILE
+        path.write_text(json.dumps({"limits": asdict(self.limits), "hidden": list(self.hidden)}), encoding="utf-8")
+        return path
+
+    @classmethod
+    def read(cls, folder: Path) -> "Settings":
+        """The settings the grading process wrote into folder/sandbox.json."""
+        path = folder / SETTINGS_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(SandboxLimits(**data["limits"]), tuple(data["hidden"]))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise SystemExit(f"the sandbox launcher needs {path}, written by the grading process "
+                             f"(addnorm_grading.execute.SandboxedExecute): {error}") from None
+
+
 def is_root() -> bool:
-    """Whether the grader runs as root (then kernels run as GRADER_USER)."""
+    """Whether the grader runs as root (then kernels run as the grader user of course.toml)."""
     return os.geteuid() == 0
 
 
-def ensure_grader_user() -> None:
-    """Create GRADER_USER (a system user with no home and no login shell) if it does not exist yet."""
+def ensure_grader_user(user: str) -> None:
+    """Create `user` (a system user with no home and no login shell) if it does not exist yet."""
     try:
-        pwd.getpwnam(GRADER_USER)
+        pwd.getpwnam(user)
     except KeyError:
         subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                        "--shell", "/usr/sbin/nologin", GRADER_USER], check=True, capture_output=True)
+                        "--shell", "/usr/sbin/nologin", user], check=True, capture_output=True)
 
 
-def missing() -> str | None:
+def missing(user: str) -> str | None:
     """Why this machine cannot run a sandboxed kernel (a sentence with the fix), or None when it can."""
     if not sys.platform.startswith("linux"):
         return f"the grading sandbox needs Linux (this is {sys.platform}). " + UNSAFE_HINT
@@ -68,10 +93,10 @@ def missing() -> str | None:
                     + UNSAFE_HINT)
     if is_root():
         try:
-            ensure_grader_user()
+            ensure_grader_user(user)
         except (OSError, subprocess.CalledProcessError) as error:
-            return f"cannot create the unprivileged user {GRADER_USER} for grading kernels ({error}). " + UNSAFE_HINT
-    probe = subprocess.run(_user_prefix() + ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
+            return f"cannot create the unprivileged user {user} for grading kernels ({error}). " + UNSAFE_HINT
+    probe = subprocess.run(_user_prefix(user) + ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
                            capture_output=True, text=True)
     if probe.returncode != 0:
         return ("bubblewrap cannot create namespaces here (unprivileged user namespaces are disabled: "
@@ -80,11 +105,11 @@ def missing() -> str | None:
     return None
 
 
-def _user_prefix() -> list[str]:
-    """As root, the command prefix that becomes GRADER_USER with no privileges left; else nothing."""
+def _user_prefix(user: str) -> list[str]:
+    """As root, the command prefix that becomes `user` with no privileges left; else nothing."""
     if not is_root():
         return []
-    return ["setpriv", f"--reuid={GRADER_USER}", f"--regid={GRADER_USER}", "--clear-groups", "--no-new-privs",
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--no-new-privs",
             "--inh-caps=-all", "--bounding-set=-all", "--"]
 
 
@@ -114,13 +139,13 @@ def _bind_with_parents(path: Path, *, read_only: bool = True) -> list[str]:
     return _parents(path) + ["--ro-bind" if read_only else "--bind", str(path), str(path)]
 
 
-def bwrap_arguments(connection_dir: Path, submission: Path) -> list[str]:
+def bwrap_arguments(connection_dir: Path, submission: Path, settings: Settings) -> list[str]:
     """The bwrap options: what the kernel sees of the file system, and the namespaces it lives in."""
     args = [] if is_root() else ["--unshare-user"]     # as root, the user namespace comes later (see kernel_command)
     args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
              "--die-with-parent", "--new-session", "--clearenv", "--ro-bind", "/usr", "/usr"]
-    for hidden in HIDDEN_UNDER_USR:
-        if Path(hidden).is_dir():
+    for hidden in settings.hidden:
+        if Path(hidden).is_dir() and Path("/usr") in Path(hidden).parents:
             args += ["--tmpfs", hidden]
     for entry in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         top = Path("/") / entry
@@ -130,24 +155,25 @@ def bwrap_arguments(connection_dir: Path, submission: Path) -> list[str]:
             args += ["--ro-bind", str(top), str(top)]
     for name in ETC_FILES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(_bytes(SCRATCH_SIZE)),
-             "--tmpfs", "/tmp", "--perms", "1777", "--size", str(_bytes(SCRATCH_SIZE)), "--tmpfs", "/dev/shm"]
+    scratch = str(_bytes(settings.limits.scratch))
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", scratch, "--tmpfs", "/tmp",
+             "--perms", "1777", "--size", scratch, "--tmpfs", "/dev/shm"]
     for tree in readable_trees():
         args += _bind_with_parents(tree)
     args += _bind_with_parents(connection_dir, read_only=False)
-    args += _parents(submission) + ["--perms", "0777", "--size", str(_bytes(SCRATCH_SIZE)),
-                                    "--tmpfs", str(submission), "--chdir", str(submission)]
+    args += _parents(submission) + ["--perms", "0777", "--size", scratch, "--tmpfs", str(submission),
+                                    "--chdir", str(submission)]
     args += ["--remount-ro", "/"]                  # the folders bwrap made for the mounts above: read-only
     path = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
     args += ["--setenv", "PATH", path, "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib"]
     for name in KEPT_VARIABLES:
         if name in os.environ:
             args += ["--setenv", name, os.environ[name]]
-    # One compute thread per kernel: a class is graded fastest with one kernel per core (tools/grade_class.py), where
+    # One compute thread per kernel: a class is graded fastest with one kernel per core (addnorm_grading.grade_class), where
     # a second thread per kernel only competes with the other kernels; and the arithmetic of a submission's tests
     # then does not depend on how many cores the grading machine has.
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        args += ["--setenv", name, THREADS]
+        args += ["--setenv", name, str(settings.limits.threads)]
     return args
 
 
@@ -157,19 +183,19 @@ def _bytes(size: str) -> int:
     return int(size[:-1]) * units[size[-1].upper()] if size[-1].upper() in units else int(size)
 
 
-def kernel_command(connection_file: Path, kernel_args: list[str]) -> list[str]:
-    """The whole command: [become GRADER_USER] bwrap ... [own user namespace] prlimit ... copy + ipykernel."""
-    submission = Path.cwd()
+def kernel_command(connection_file: Path, kernel_args: list[str], settings: Settings) -> list[str]:
+    """The whole command: [become the grader user] bwrap ... [own user namespace] prlimit ... copy + ipykernel."""
+    submission, limits = Path.cwd(), settings.limits
     inside = []
-    if is_root():       # bwrap ran as root to set up the mounts; the kernel drops to GRADER_USER in its own userns
-        inside += _user_prefix() + ["unshare", "--user", "--map-current-user", "--"]
-    inside += ["prlimit", f"--as={_bytes(MEMORY)}", f"--nproc={PROCESSES}", f"--fsize={_bytes(FILE_SIZE)}",
-               "--core=0", "--"]
+    if is_root():       # bwrap ran as root to set up the mounts; the kernel drops to limits.user in its own userns
+        inside += _user_prefix(limits.user) + ["unshare", "--user", "--map-current-user", "--"]
+    inside += ["prlimit", f"--as={_bytes(limits.memory)}", f"--nproc={limits.processes}",
+               f"--fsize={_bytes(limits.file_size)}", "--core=0", "--"]
     # copy the submission's files into the writable scratch folder, then become the kernel
     inside += ["sh", "-c", 'cp -R "$0"/. . 2>/dev/null; exec "$@"', str(connection_file.parent / STAGED),
                sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file), *kernel_args]
     prefix = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"] if is_root() else []
-    return ["bwrap", *bwrap_arguments(connection_file.parent, submission), *prefix, "--", *inside]
+    return ["bwrap", *bwrap_arguments(connection_file.parent, submission, settings), *prefix, "--", *inside]
 
 
 def stage_submission(submission: Path, connection_dir: Path) -> None:
@@ -178,25 +204,28 @@ def stage_submission(submission: Path, connection_dir: Path) -> None:
                     ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints"))
 
 
-def hand_connection_files_to_grader(connection_file: Path) -> None:
-    """As root: let GRADER_USER read the connection file and the staged files, and create its sockets."""
-    user = pwd.getpwnam(GRADER_USER)
+def hand_connection_files_to_grader(connection_file: Path, grader_user: str) -> None:
+    """As root: let the grader user read the connection file and the staged files, and create its sockets."""
+    user = pwd.getpwnam(grader_user)
     staged = connection_file.parent / STAGED
     for path in [connection_file.parent, connection_file, staged, *staged.rglob("*")]:
         os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
 
 
 def main(argv: list[str]) -> int:
-    """Check the machine (--check), or replace this process with the sandboxed kernel."""
+    """Check the machine (--check, with the course.toml found from here), or become the sandboxed kernel."""
     if argv[:1] == ["--check"]:
-        reason = missing()
+        reason = missing(read_course().sandbox.user)
         print(reason or "the grading sandbox works on this machine")
         return 1 if reason else 0
+    if not argv:
+        raise SystemExit(__doc__)
     connection_file = Path(argv[0]).resolve()
+    settings = Settings.read(connection_file.parent)
     stage_submission(Path.cwd(), connection_file.parent)
     if is_root():
-        hand_connection_files_to_grader(connection_file)
-    command = kernel_command(connection_file, argv[1:])
+        hand_connection_files_to_grader(connection_file, settings.limits.user)
+    command = kernel_command(connection_file, argv[1:], settings)
     os.execvp(command[0], command)
     return 1                                                        # not reached
 

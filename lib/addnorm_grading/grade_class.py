@@ -6,8 +6,8 @@ out the students, a small batch at a time. Each submission still runs in the gra
 nbgrader_config.py.
 
     make grade ASSIGNMENT=01_residual                 # from the course folder
-    .venv/bin/python tools/grade_class.py 01_residual [--workers 3] [--force] [--course .]
-    .venv/bin/python tools/grade_class.py "*"         # every assignment
+    python -m addnorm_grading.grade_class 01_residual [--workers 3] [--force] [--course .]
+    python -m addnorm_grading.grade_class "*"         # every assignment
 
 Exit status 1 when any student's grading failed (the log is printed); the other students are graded regardless.
 """
@@ -26,9 +26,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import grading  # noqa: E402  (tools/grading.py: the environment nbgrader needs)
+from addnorm_grading.coursework import nbgrader_env
 
 LOCKED = "database is locked"       # SQLite's answer when another process holds the write lock too long
 RETRIES = 3
@@ -87,7 +85,7 @@ def autograde_batch(course: Path, assignment: str, students: list[str], batch: l
     started = time.perf_counter()
     command = [sys.executable, "-m", "nbgrader", "autograde", assignment, *student_arguments(students, batch), *extra]
     for _ in range(RETRIES):
-        result = subprocess.run(command, cwd=course, env=grading.nbgrader_env(), capture_output=True, text=True)
+        result = subprocess.run(command, cwd=course, env=nbgrader_env(), capture_output=True, text=True)
         log = result.stdout + result.stderr
         if LOCKED not in log:
             break
