@@ -52,6 +52,7 @@ CHROMIUM_ARGS = [
 CONSTANTS = tomllib.loads((ROOT / "course.toml").read_text())       # what hub/hubctl.py reads too
 INSTRUCTOR = CONSTANTS["hub"]["instructor"]
 USERS = (INSTRUCTOR, *CONSTANTS["hub"]["students"])
+FIRST, SECOND = CONSTANTS["hub"]["students"][:2]                    # student1 answers right, student2 wrong
 COURSE = Path("/home") / INSTRUCTOR / CONSTANTS["course"]["id"]
 EXCHANGE = Path(CONSTANTS["course"]["exchange"]) / CONSTANTS["course"]["id"]
 ASSIGNMENTS = sorted(folder.name for folder in (ROOT / "solutions").iterdir() if folder.is_dir())
@@ -285,34 +286,34 @@ def test_course_cycle_on_the_hub(hub: str, browser: Any) -> None:
         assignment_action(teacher, frame, "release", f"Successfully released '{assignment}'",
                           f"03-instructor-released-{assignment}", assignment)
 
-    student1 = fetch_and_submit(browser, password, "student1", correct=True)
-    student2 = fetch_and_submit(browser, password, "student2", correct=False)
+    student1 = fetch_and_submit(browser, password, FIRST, correct=True)
+    student2 = fetch_and_submit(browser, password, SECOND, correct=False)
     student2.context.close()
 
     frame.locator("a:text-is('Manage Assignments')").click()            # reload it: now with a Collect button
     assignment_action(teacher, frame, "collect", f"Successfully collected submissions of '{ASSIGNMENT}'",
                       "07-instructor-collected")
-    for student in ("student1", "student2"):
+    for student in (FIRST, SECOND):
         assert (COURSE / "submitted" / student / ASSIGNMENT / NOTEBOOK).is_file(), f"{student}'s work not collected"
     graded = as_user(INSTRUCTOR, "nbgrader", "autograde", ASSIGNMENT, cwd=COURSE)
     assert graded.returncode == 0, f"autograde failed:\n{graded.stdout[-3000:]}\n{graded.stderr[-3000:]}"
 
-    grade_written_answer(teacher, frame, "student1", points=2)
+    grade_written_answer(teacher, frame, FIRST, points=2)
     assignment_action(teacher, frame, "generate-feedback", f"Successfully generated feedback of '{ASSIGNMENT}'",
                       "09-instructor-feedback-generated")
     assignment_action(teacher, frame, "release-feedback", f"Successfully released feedback of '{ASSIGNMENT}'",
                       "10-instructor-feedback-released")
-    assert scores() == {"student1": 8.0, "student2": 1.0}, "the gradebook's totals (out of 8) are not as expected"
+    assert scores() == {FIRST: 8.0, SECOND: 1.0}, "the gradebook's totals (out of 8) are not as expected"
 
     student1.reload()
     student1.wait_for_selector("#jp-main-dock-panel")
     assignment_list(student1)
     student1.locator("#submitted_assignments_list button:has-text('Fetch Feedback')").first.click()
-    feedback = feedback_file("student1")
-    shot(student1, "11-student1-feedback-fetched")
-    student1.goto(f"{BASE}/user/student1/files/{feedback.relative_to('/home/student1').as_posix()}")
+    feedback = feedback_file(FIRST)
+    shot(student1, f"11-{FIRST}-feedback-fetched")
+    student1.goto(f"{BASE}/user/{FIRST}/files/{feedback.relative_to(f'/home/{FIRST}').as_posix()}")
     body = student1.locator("body").inner_text()
-    shot(student1, "12-student1-feedback")
+    shot(student1, f"12-{FIRST}-feedback")
     assert re.search(r"residual \(Score: 8\.0 / 8\.0\)", body), f"student1's feedback lacks 8 / 8:\n{body[:1500]}"
 
     check_student2_sees_only_their_own(feedback)
@@ -367,19 +368,19 @@ def feedback_file(student: str, timeout: float = 60) -> Path:
 
 def check_student2_sees_only_their_own(student1_feedback: Path) -> None:
     """As the Unix user student2: their own work is readable; student1's, the exchange's, the instructor's are not."""
-    own = as_user("student2", "cat", f"/home/student2/{ASSIGNMENT}/{NOTEBOOK}")
+    own = as_user(SECOND, "cat", f"/home/{SECOND}/{ASSIGNMENT}/{NOTEBOOK}")
     assert own.returncode == 0 and "not self.norm_first" in own.stdout, "student2 cannot read their own notebook"
     forbidden = {
-        "student1's notebook": ["cat", f"/home/student1/{ASSIGNMENT}/{NOTEBOOK}"],
+        "student1's notebook": ["cat", f"/home/{FIRST}/{ASSIGNMENT}/{NOTEBOOK}"],
         "student1's feedback": ["cat", str(student1_feedback)],
-        "student1's home": ["ls", "/home/student1"],
+        "student1's home": ["ls", f"/home/{FIRST}"],
         "the exchange's inbound submissions": ["ls", str(EXCHANGE / "inbound")],
         "the exchange's feedback": ["ls", str(EXCHANGE / "feedback")],
         "the instructor's solutions/": ["cat", str(COURSE / "solutions" / ASSIGNMENT / NOTEBOOK)],
         "the instructor's gradebook": ["cat", str(COURSE / "gradebook.db")],
         "the collected submissions": ["ls", str(COURSE / "submitted")],
     }
-    readable = [what for what, cmd in forbidden.items() if as_user("student2", *cmd).returncode == 0]
+    readable = [what for what, cmd in forbidden.items() if as_user(SECOND, *cmd).returncode == 0]
     assert not readable, f"student2 can read {readable}"
 
 

@@ -411,3 +411,38 @@ def test_a_course_folder_without_course_toml_stops_nbgrader_and_says_why(graded,
     assert stopped.returncode != 0
     assert "course.toml" in stopped.stderr and "nbgrader_config.py" in stopped.stderr, stopped.stderr[-3000:]
     assert not (course / "autograded").exists()
+
+
+def guide_commands(section: str) -> list[str]:
+    """The lines of the first bash block after `section`'s heading in the instructor guide."""
+    text = (ROOT / "guide" / "instructors.md").read_text(encoding="utf-8")
+    after = text[text.index(section):]
+    block = after[after.index("```bash\n") + len("```bash\n"):]
+    return [line for line in block[:block.index("```")].splitlines() if line.strip()]
+
+
+def test_a_course_folder_made_by_the_guides_steps_grades_sandboxed(tmp_path):
+    """The guide's "A course folder of your own", step by step in an empty folder (the course's .venv standing in
+    for the new environment): three files beside it are enough to grade a submission, in the sandbox."""
+    commands = guide_commands("### A course folder of your own")
+    assert commands[0].startswith("python3.11 -m venv .venv"), commands
+    (tmp_path / "add-and-norm").symlink_to(ROOT)
+    folder = tmp_path / "my-course"
+    folder.mkdir()
+    (folder / ".venv").symlink_to(Path(sys.executable).parent.parent)      # "or use the course's own .venv"
+    env = {k: v for k, v in coursework.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
+    made = subprocess.run(["bash", "-euc", "\n".join(commands[1:])], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    assert sorted(p.name for p in folder.iterdir()) == [".venv", "course.toml", "exercises", "gradebook.db",
+                                                        "nbgrader_config.py", "solutions"]
+    spy = f"import os\nprint('SEES COURSE FOLDER', os.path.exists({str(folder / 'solutions')!r}))"
+    coursework.submit(folder, "newcomer", ASSIGNMENT,
+                      {f"{NOTEBOOK}.ipynb": submissions.with_cell_before_tests(nbformat.writes(solution()), spy)})
+    graded = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT], cwd=folder, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stderr[-3000:]
+    score = coursework.scores(folder)[("newcomer", ASSIGNMENT, NOTEBOOK)]
+    assert score["code"] == score["max_code"] > 0
+    autograded = (folder / "autograded" / "newcomer" / ASSIGNMENT / f"{NOTEBOOK}.ipynb").read_text(encoding="utf-8")
+    assert "SEES COURSE FOLDER False" in autograded, "the kernel was not sandboxed: it could see the course folder"
