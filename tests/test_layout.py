@@ -116,3 +116,21 @@ def test_sandbox_limits_come_from_course_toml_and_the_environment_overrides_them
         assert "ADDNORM_SANDBOX_PROCESSES" in str(error) and "'many'" in str(error)
     else:
         raise AssertionError("a non-numeric ADDNORM_SANDBOX_PROCESSES was accepted")
+
+
+def test_sandboxed_execute_takes_its_limits_from_course_toml_unless_configured(tmp_path, monkeypatch):
+    from traitlets.config import Config
+
+    from addnorm_grading.execute import SandboxedExecute
+
+    course_file = tmp_path / "course.toml"
+    course_file.write_text((ROOT / "course.toml").read_text().replace('memory = "4G"', 'memory = "3G"'))
+    monkeypatch.delenv("ADDNORM_SANDBOX_MEMORY", raising=False)
+    monkeypatch.delenv("ADDNORM_UNSAFE_GRADING", raising=False)
+    from_file = SandboxedExecute(config=Config({"SandboxedExecute": {"course_file": str(course_file)}}))
+    assert from_file.settings().limits.memory == "3G" and from_file.sandboxed
+    configured = SandboxedExecute(config=Config({"SandboxedExecute": {"course_file": str(course_file),
+                                                                      "memory": "8G", "threads": 2}}))
+    assert (configured.settings().limits.memory, configured.settings().limits.threads) == ("8G", 2)
+    monkeypatch.setenv("ADDNORM_UNSAFE_GRADING", "1")
+    assert not SandboxedExecute(config=Config()).sandboxed, "ADDNORM_UNSAFE_GRADING=1 is the documented opt-out"

@@ -48,6 +48,14 @@ class BudgetedExecute(Execute):
         return remaining if timeout is None else min(timeout, remaining)
 
 
+def _from_course(limit: str):
+    """A traitlets default for one sandbox limit: its value in course.toml (after the ADDNORM_SANDBOX_* overrides)."""
+    @default(limit)
+    def _default(self):
+        return getattr(self._course().sandbox, limit)
+    return _default
+
+
 class SandboxUnavailable(RuntimeError):
     """This machine cannot run the grading sandbox (the message says what is missing and the opt-out)."""
 
@@ -81,29 +89,12 @@ class SandboxedExecute(BudgetedExecute):
             self._course_read = read_course(self.course_file or None)
         return self._course_read
 
-    @default("user")
-    def _user(self):
-        return self._course().sandbox.user
-
-    @default("memory")
-    def _memory(self):
-        return self._course().sandbox.memory
-
-    @default("processes")
-    def _processes(self):
-        return self._course().sandbox.processes
-
-    @default("scratch")
-    def _scratch(self):
-        return self._course().sandbox.scratch
-
-    @default("threads")
-    def _threads(self):
-        return self._course().sandbox.threads
-
-    @default("file_size")
-    def _file_size(self):
-        return self._course().sandbox.file_size
+    _default_user = _from_course("user")
+    _default_memory = _from_course("memory")
+    _default_processes = _from_course("processes")
+    _default_scratch = _from_course("scratch")
+    _default_threads = _from_course("threads")
+    _default_file_size = _from_course("file_size")
 
     @property
     def sandboxed(self) -> bool:
