@@ -219,10 +219,10 @@ def training_report(nb) -> tuple[float, float]:
 def graded(tmp_path_factory):
     """One autograde run over the solution, every alternative and every mistake of exercise 6."""
     course = coursework.make_course(tmp_path_factory.mktemp("grading_ex6") / "course")
-    submissions = {"solution": submissions.solution_text(ASSIGNMENT)}
-    submissions.update({name: submissions.with_replacements(ASSIGNMENT, replacements) for name, replacements in ALTERNATIVES.items()})
-    submissions.update({name: submissions.with_replacements(ASSIGNMENT, replacements) for name, (replacements, _, _) in MISTAKES.items()})
-    for student, text in submissions.items():
+    handed_in = {"solution": submissions.solution_text(ASSIGNMENT)}
+    handed_in.update({name: submissions.with_replacements(ASSIGNMENT, replacements) for name, replacements in ALTERNATIVES.items()})
+    handed_in.update({name: submissions.with_replacements(ASSIGNMENT, replacements) for name, (replacements, _, _) in MISTAKES.items()})
+    for student, text in handed_in.items():
         coursework.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": text})
     result = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
                              f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"],
@@ -230,7 +230,7 @@ def graded(tmp_path_factory):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     scores = {student: s for (student, assignment, _), s in coursework.scores(course).items() if assignment == ASSIGNMENT}
     notebooks = {student: nbformat.read(course / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
-                 for student in submissions}
+                 for student in handed_in}
     return {"scores": scores, "notebooks": notebooks}
 
 
