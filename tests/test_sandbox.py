@@ -150,6 +150,15 @@ os._exit(0)
 for i in range(2_000_000):
     print("flood", i, "x" * 80)
 ''',
+    # the launcher's settings (limits, the user to become): out of the kernel's sight, so a restart could not use
+    # settings the kernel wrote
+    "reads_sandbox_settings": '''
+import glob
+connection = glob.glob("/tmp/addnorm-kernel-*/kernel/kernel.json")
+found = glob.glob("/tmp/**/sandbox.json", recursive=True)
+print("CONNECTION FOLDER SEEN", bool(connection), "SETTINGS FOUND", found)
+print("ATTEMPTED")
+''',
     # not an attack: reports what the kernel computes with (the grader's environment asks for 2 threads)
     "counts_threads": '''
 import os, torch
@@ -296,6 +305,11 @@ def test_the_gradebook_and_the_course_folder_cannot_be_written(graded):
     with sqlite3.connect(course / "gradebook.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert db.execute("SELECT count(*) FROM grade WHERE manual_score = 100").fetchone() == (0,)
+
+
+def test_the_launchers_settings_are_out_of_the_kernels_reach(graded):
+    text = outputs_text(graded["course"] / "autograded" / "reads_sandbox_settings" / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+    assert "CONNECTION FOLDER SEEN True SETTINGS FOUND []" in text, text[-2000:]
 
 
 def test_forks_stop_at_the_process_cap(graded):

@@ -129,15 +129,17 @@ class SandboxedExecute(BudgetedExecute):
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
         if self.sandboxed:
-            # A private folder per kernel for its connection file, its sockets (short: Unix socket paths <= 107
-            # bytes) and the launcher's settings
+            # A private folder per kernel (short: Unix socket paths <= 107 bytes): the launcher's settings in it,
+            # and a subfolder for the connection file and the sockets, the only part the kernel sees (it can
+            # write there, so the settings stay out of its reach)
             folder = Path(tempfile.mkdtemp(prefix="addnorm-kernel-"))
             self._connection_dirs.append(folder)
             self.settings().write(folder)
+            (folder / sandbox.KERNEL_FOLDER).mkdir()
             km.kernel_spec_manager = KernelSpecManager(kernel_dirs=[str(KERNELS)])
             km.transport = "ipc"
-            km.connection_file = str(folder / "kernel.json")
-            km.ip = str(folder / "ipc")
+            km.connection_file = str(folder / sandbox.KERNEL_FOLDER / "kernel.json")
+            km.ip = str(folder / sandbox.KERNEL_FOLDER / "ipc")
         return km
 
     def preprocess_cell(self, cell, resources, index):

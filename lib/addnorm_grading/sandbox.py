@@ -5,8 +5,8 @@ the isolation itself is done by the operating system through well-kept tools —
 IPC namespaces), setpriv (a separate unprivileged user when the grader is root), unshare (a user namespace of its
 own, so the process cap counts this kernel alone) and prlimit (memory, processes, file size). This file only puts
 their command line together. What a kernel may use (memory, processes, …) is decided by the grading process
-(`addnorm_grading.execute.SandboxedExecute`, from course.toml) and handed over in `sandbox.json`, a file beside the
-connection file.
+(`addnorm_grading.execute.SandboxedExecute`, from course.toml) and handed over in `sandbox.json`, in the folder above
+the connection file's, which the kernel does not see (it can write in its connection folder).
 
 The kernel sees: the operating system's /usr (read-only, the nbgrader exchange hidden), a few files of /etc, the
 Python environment and the `addnorm` package (read-only), a private copy of its submission folder as its working
@@ -33,7 +33,8 @@ from pathlib import Path
 
 from addnorm_grading.course import SandboxLimits, read_course
 
-SETTINGS_FILE = "sandbox.json"      # beside the connection file: the limits and what to hide, from the grader
+SETTINGS_FILE = "sandbox.json"      # the limits and what to hide, from the grader, above the connection folder
+KERNEL_FOLDER = "kernel"            # the connection folder: connection file, sockets, staged files
 STAGED = "files"                    # the submission's files, next to the connection file, copied into the scratch
 ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group", "nsswitch.conf",
              "fonts", "alternatives", "mime.types"]
@@ -221,7 +222,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         raise SystemExit(__doc__)
     connection_file = Path(argv[0]).resolve()
-    settings = Settings.read(connection_file.parent)
+    settings = Settings.read(connection_file.parent.parent)
     stage_submission(Path.cwd(), connection_file.parent)
     if is_root():
         hand_connection_files_to_grader(connection_file, settings.limits.user)
