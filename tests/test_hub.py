@@ -307,9 +307,7 @@ def test_course_cycle_on_the_hub(hub: str, browser: Any) -> None:
 
     student1.reload()
     student1.wait_for_selector("#jp-main-dock-panel")
-    assignment_list(student1)
-    student1.locator("#submitted_assignments_list button:has-text('Fetch Feedback')").first.click()
-    feedback = feedback_file(FIRST)
+    feedback = fetch_feedback(student1, FIRST)
     shot(student1, f"11-{FIRST}-feedback-fetched")
     student1.goto(f"{BASE}/user/{FIRST}/files/{feedback.relative_to(f'/home/{FIRST}').as_posix()}")
     body = student1.locator("body").inner_text()
@@ -355,15 +353,36 @@ def scores() -> dict[str, float]:
             for row in rows if row[header.index("timestamp")]}
 
 
-def feedback_file(student: str, timeout: float = 60) -> Path:
-    """The feedback HTML the student fetched, once it is there."""
+def feedback_file(student: str, timeout: float = 60) -> Path | None:
+    """The feedback HTML the student fetched, once it is there (None if it is not there within `timeout`)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = sorted(Path(f"/home/{student}/{ASSIGNMENT}/feedback").glob(f"*/{Path(NOTEBOOK).stem}.html"))
         if found:
             return found[-1]
         time.sleep(0.5)
-    raise AssertionError(f"{student} fetched no feedback within {timeout:.0f} s")
+    return None
+
+
+def fetch_feedback(page: Any, student: str, attempts: int = 3) -> Path:
+    """Click Fetch Feedback in the student's Assignment List; return the feedback file it fetched.
+
+    The Assignment List loads its three lists one after the other and redraws them as each arrives; a click on a
+    button that is redrawn at that moment is lost. So the list is opened afresh and the click repeated, at most
+    `attempts` times, until the file is there.
+    """
+    for attempt in range(1, attempts + 1):
+        assignment_list(page)
+        button = page.locator("#submitted_assignments_list button:has-text('Fetch Feedback')").first
+        button.wait_for()
+        page.wait_for_load_state("networkidle")
+        button.click()
+        found = feedback_file(student, timeout=30)
+        if found:
+            return found
+        shot(page, f"11-{student}-no-feedback-after-attempt-{attempt}")
+    listed = page.locator("#submitted_assignments_list").inner_text()
+    raise AssertionError(f"{student} fetched no feedback in {attempts} attempts; the list shows:\n{listed}")
 
 
 def check_student2_sees_only_their_own(student1_feedback: Path) -> None:

@@ -38,15 +38,18 @@ SECRET_LINES = ["BEGIN HIDDEN TESTS", "torch.manual_seed(11)"]     # only in the
 ATTACKS = {
     "reads_hidden_tests": '''
 import glob, os
+import addnorm
+installed = os.path.dirname(os.path.dirname(addnorm.__file__))   # lib/ of the course's packages (editable install)
 print("UID", os.geteuid())
 for pattern in ["{course}/solutions/**/*.ipynb", "{course}/**/*.ipynb", "{course}/../**/*.ipynb", "**/*.ipynb",
                 "/tmp/**/*", "/root/**/*.ipynb", "/home/**/*.ipynb", "/usr/local/share/nbgrader/**/*"]:
     for path in glob.glob(pattern, recursive=True):
-        # the Python environment is visible by design (read-only; under /tmp when the checkout is, and nbgrader's
-        # own code names the hidden-test markers): skip it, and print a file only if it holds a secret, so that the
-        # output stays short enough to be kept whole
+        # the Python environment and the installed packages are visible by design (read-only; under /tmp when the
+        # checkout is, and nbgrader's and addnorm_grading's code name the hidden-test markers): skip them, and print
+        # a file only if it holds a secret, so that the output stays short enough to be kept whole
         try:
-            if os.path.isfile(path) and "/site-packages/" not in path and os.path.getsize(path) < 4_000_000:
+            if (os.path.isfile(path) and "/site-packages/" not in path and not path.startswith(installed + "/")
+                    and os.path.getsize(path) < 4_000_000):
                 text = open(path, errors="replace").read()
                 if any(secret in text for secret in {secrets}):
                     print("READ", path, text)
