@@ -40,11 +40,12 @@ browser:
 	@test -x /usr/bin/chromium || { $(APT_INSTALL) chromium >/dev/null; }
 	@test -d /usr/share/fonts/opentype/noto || { $(APT_INSTALL) fonts-noto-cjk >/dev/null; }
 
-# Jupyter Book's execution cache does not notice a change in an imported module (addnorm): make drops the
-# cache when a file under lib/ is newer than the last build, and always on CI, which executes every chapter afresh.
+# Neither Jupyter Book's execution cache nor Sphinx notices a change in an imported module (addnorm): when a file
+# under lib/addnorm is newer than the last build (and always on CI), make drops the cache and Sphinx's record of
+# what it built (_build/.doctrees), so every chapter, each of which imports addnorm, executes and is written again.
 BOOK_LIB_STAMP := _build/.lib-stamp
 $(BOOK_LIB_STAMP): $(shell find lib/addnorm -name '*.py') $(if $(filter 1 true yes,$(CI)),FORCE)
-	rm -rf _build/.jupyter_cache
+	rm -rf _build/.jupyter_cache _build/.doctrees
 	@mkdir -p _build && touch $@
 FORCE:
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,47 @@ def test_a_chapter_cell_that_raises_fails_the_build(tmp_path: Path):
     result = subprocess.run([sys.executable, str(BUILD_BOOK), str(book)], capture_output=True, text=True, cwd=book)
     assert result.returncode != 0, "a chapter whose cell raises must fail the build"
     assert "this chapter is broken" in result.stdout + result.stderr
+
+
+PROBE_CHAPTER = CHAPTER_HEADER + """# Probe
+
+```{code-cell} ipython3
+from addnorm import _probe
+print(f"the library says {_probe.value()}")
+```
+"""
+
+
+def make_book(book: Path) -> str:
+    """`make book` in `book`, with its own lib/ first on the path (as the course's lib/ is, installed editable)."""
+    env = {**os.environ, "PYTHONPATH": str(book / "lib"), "CI": ""}
+    result = subprocess.run(["make", "-C", str(book), "book", "STAMP=venv-ready"], capture_output=True, text=True,
+                            env=env, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return (book / "_build" / "html" / "probe.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_a_library_change_executes_the_chapters_again_and_rebuilds_their_pages(tmp_path: Path):
+    """`make book` after a change under lib/addnorm shows the new result in the page (the execution cache and
+    Sphinx's own record of what it built are both dropped), and keeps showing it in a build without a change."""
+    book = tmp_path / "book"
+    book.mkdir()
+    for name in ("Makefile", "pyproject.toml", "_config.yml", "tools", "_ext", "static"):
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, book / name)
+    (book / ".venv").symlink_to(Path(sys.executable).parent.parent)     # the course's environment, not rebuilt
+    (book / "venv-ready").touch()                                        # stands in for .venv/.installed
+    library = book / "lib" / "addnorm"
+    library.mkdir(parents=True)
+    (library / "__init__.py").write_text("")
+    (library / "_probe.py").write_text("def value() -> int:\n    return 41\n")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: probe\n")
+    (book / "intro.md").write_text("# A book with one chapter\n")
+    (book / "probe.md").write_text(PROBE_CHAPTER)
+    assert "the library says 41" in make_book(book)
+    time.sleep(1.1)                                                      # a newer modification time
+    (library / "_probe.py").write_text("def value() -> int:\n    return 42\n")
+    page = make_book(book)
+    assert "the library says 42" in page, "the page still shows what the old library computed"
+    assert "the library says 42" in make_book(book)                     # nothing changed: still the same page
