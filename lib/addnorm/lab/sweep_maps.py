@@ -2,8 +2,8 @@
 
 - `course_sweep()` reads `data/depth_lr_sweep.json` (written by `make sweep`) from the book's folder.
 - `draw_maps(sweep, variants, ...)`: one depth × learning-rate heatmap per variant, cells that train outlined.
-- `rerun_against_file(sweep, cells)` trains a few cells again and compares them with the file: bit for bit on
-  the file's PyTorch and CPU, within a tolerance elsewhere.
+- `rerun_against_file(sweep, cells)` trains a few cells again and checks what the chapters claim of them: the
+  same verdict, the accuracy within a tolerance; a failure names the command that refreshes the file.
 - `code_sha256` and `cpu_model` are what `tools/sweep.py` records of the code and the machine.
 """
 
@@ -21,6 +21,8 @@ from matplotlib.patches import Rectangle
 from .sweep import VARIANTS, Sweep, differences, load_sweep
 
 SWEEP_FILE = Path("data") / "depth_lr_sweep.json"     # relative to the book's folder
+REFRESH_COMMAND = "make sweep"                        # the one command that writes SWEEP_FILE anew
+ACCURACY_TOLERANCE = 0.05                             # how far a re-run cell's accuracy may move from the file's
 CHANCE = 0.1                                          # the toy tasks have 10 symbols
 
 
@@ -97,23 +99,24 @@ def draw_maps(sweep: Sweep, variants: list[str], ncols: int, threshold: float, p
     return fig
 
 
-def rerun_against_file(sweep: Sweep, cells: list[tuple[str, int, float, int]], threshold: float) -> None:
+def rerun_against_file(sweep: Sweep, cells: list[tuple[str, int, float, int]], threshold: float,
+                       tolerance: float = ACCURACY_TOLERANCE) -> None:
     """Train each (variant, depth, lr, seed) again with the file's settings, print it next to the file's result,
-    and fail unless they agree: every field bit for bit on the file's PyTorch and CPU; elsewhere the same verdict
-    (≥ threshold or not) and the accuracy within 0.05."""
+    and fail unless it says what the chapter says of it: the same verdict (accuracy ≥ threshold or not) and an
+    accuracy within `tolerance` of the file's. Whether every field is also identical is printed, not required: a
+    change of numerics in lib/ (or another PyTorch or CPU) moves the last bits without changing a claim."""
     meta = sweep.meta
-    same_machine = (meta["torch"], meta["cpu"]) == (torch.__version__, cpu_model())
     for cell in cells:
         new, stored = sweep.rerun(*cell), sweep.cell(*cell)
         diff = differences(new, stored)
         print(f"{VARIANTS[cell[0]].label}, {cell[1]} layers, lr {cell[2]:g}, seed {cell[3]}: accuracy "
               f"{new['accuracy']:.4f} now, {stored['accuracy']:.4f} in the file; "
               + ("every field identical" if not diff else f"differs in {', '.join(diff)}"))
-        if same_machine:
-            assert not diff, f"{cell}: the file no longer matches the code ({diff})"
-        else:
-            assert abs(new["accuracy"] - stored["accuracy"]) <= 0.05, cell
-            assert (new["accuracy"] >= threshold) == (stored["accuracy"] >= threshold), cell
-    print("same PyTorch and CPU as the file: compared bit for bit" if same_machine else
-          f"PyTorch {torch.__version__} on {cpu_model()!r}, the file's {meta['torch']} on {meta['cpu']!r}: "
-          "compared within a tolerance (accuracy ± 0.05, same verdict)")
+        same_verdict = (new["accuracy"] >= threshold) == (stored["accuracy"] >= threshold)
+        assert same_verdict and abs(new["accuracy"] - stored["accuracy"]) <= tolerance, (
+            f"{cell}: the committed sweep no longer says what the code gives (accuracy {new['accuracy']:.4f} now, "
+            f"{stored['accuracy']:.4f} in the file; verdict at {threshold}: "
+            f"{'the same' if same_verdict else 'changed'}). Refresh {SWEEP_FILE} with `{REFRESH_COMMAND}` "
+            "and commit it.")
+    print(f"compared with the file ({meta['torch']} on {meta['cpu']!r}; now {torch.__version__} on "
+          f"{cpu_model()!r}): the same verdict and the accuracy within {tolerance:g}")
