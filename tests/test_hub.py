@@ -202,11 +202,24 @@ def formgrader(page: Any) -> Any:
 
 def assignment_action(page: Any, frame: Any, column: str, message: str, screenshot: str,
                       assignment: str = ASSIGNMENT) -> None:
-    """Click a Manage Assignments button (release, collect, ...) for an assignment; wait for its success message."""
+    """Click a Manage Assignments button (release, collect, ...) for an assignment; wait for its success message.
+
+    The formgrader redraws its table whenever it reloads it, and a click on a link that is redrawn at that moment
+    opens no dialog: then the click is repeated (at most three times; every action here may be run again).
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     row = frame.locator("tr", has=frame.locator(f"td.name:has-text('{assignment}')"))
-    row.locator(f"td.{column} a").click()
     dialog = frame.locator(".modal-dialog:visible")
-    dialog.wait_for()
+    for attempt in range(1, 4):
+        row.locator(f"td.{column} a").click()
+        try:
+            dialog.wait_for(timeout=40_000)
+            break
+        except PlaywrightTimeout:
+            shot(page, f"{screenshot}-no-dialog-after-attempt-{attempt}")
+    else:
+        raise AssertionError(f"formgrader {column} of {assignment}: three clicks opened no dialog")
     text = dialog.inner_text()
     shot(page, screenshot)
     assert message in text, f"formgrader {column}: expected {message!r}, got:\n{text}"
