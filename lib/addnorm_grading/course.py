@@ -68,14 +68,13 @@ def find_course_file(start: Path | None = None) -> Path:
 def with_environment(limits: SandboxLimits, environ: dict[str, str] | None = None) -> SandboxLimits:
     """`limits` with every ADDNORM_SANDBOX_* variable that is set taking the place of its value."""
     environ = os.environ if environ is None else environ
-    types = {f.name: f.type for f in fields(SandboxLimits)}
     changes = {}
     for name, variable in OVERRIDES.items():
         if environ.get(variable):
-            value = environ[variable]
-            if types[name] == "int" and not value.isdigit():
+            value, whole_number = environ[variable], isinstance(getattr(limits, name), int)
+            if whole_number and not value.isdigit():
                 raise CourseFileError(f"{variable} must be a whole number, got {value!r}")
-            changes[name] = int(value) if types[name] == "int" else value
+            changes[name] = int(value) if whole_number else value
     return replace(limits, **changes)
 
 

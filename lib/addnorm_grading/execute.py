@@ -11,6 +11,8 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import fields
+from functools import cached_property
 from importlib.resources import files
 from pathlib import Path
 
@@ -52,7 +54,7 @@ def _from_course(limit: str):
     """A traitlets default for one sandbox limit: its value in course.toml (after the ADDNORM_SANDBOX_* overrides)."""
     @default(limit)
     def _default(self):
-        return getattr(self._course().sandbox, limit)
+        return getattr(self.course.sandbox, limit)
     return _default
 
 
@@ -84,10 +86,10 @@ class SandboxedExecute(BudgetedExecute):
     def _sandbox_unless_opted_out(self):
         return "python3" if os.environ.get(UNSAFE_VARIABLE) == "1" else SANDBOX_KERNEL
 
-    def _course(self):
-        if getattr(self, "_course_read", None) is None:
-            self._course_read = read_course(self.course_file or None)
-        return self._course_read
+    @cached_property
+    def course(self):
+        """The course whose course.toml gives the limits' defaults and the exchange, read once."""
+        return read_course(self.course_file or None)
 
     _default_user = _from_course("user")
     _default_memory = _from_course("memory")
@@ -103,9 +105,8 @@ class SandboxedExecute(BudgetedExecute):
 
     def settings(self) -> sandbox.Settings:
         """What the sandbox launcher is told: these limits, and nbgrader's exchange hidden."""
-        limits = SandboxLimits(user=self.user, memory=self.memory, processes=self.processes, scratch=self.scratch,
-                               threads=self.threads, file_size=self.file_size)
-        return sandbox.Settings(limits, hidden=(str(self._course().exchange),))
+        limits = SandboxLimits(**{limit.name: getattr(self, limit.name) for limit in fields(SandboxLimits)})
+        return sandbox.Settings(limits, hidden=(str(self.course.exchange),))
 
     def preprocess(self, nb, resources=None, km=None):
         self._kernel_died = False
@@ -129,17 +130,14 @@ class SandboxedExecute(BudgetedExecute):
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
         if self.sandboxed:
-            # A private folder per kernel (short: Unix socket paths <= 107 bytes): the launcher's settings in it,
-            # and a subfolder for the connection file and the sockets, the only part the kernel sees (it can
-            # write there, so the settings stay out of its reach)
+            # A private folder per kernel (short: Unix socket paths <= 107 bytes), laid out by the sandbox module
             folder = Path(tempfile.mkdtemp(prefix="addnorm-kernel-"))
             self._connection_dirs.append(folder)
-            self.settings().write(folder)
-            (folder / sandbox.KERNEL_FOLDER).mkdir()
+            connection_folder = sandbox.prepare(folder, self.settings())
             km.kernel_spec_manager = KernelSpecManager(kernel_dirs=[str(KERNELS)])
             km.transport = "ipc"
-            km.connection_file = str(folder / sandbox.KERNEL_FOLDER / "kernel.json")
-            km.ip = str(folder / sandbox.KERNEL_FOLDER / "ipc")
+            km.connection_file = str(connection_folder / "kernel.json")
+            km.ip = str(connection_folder / "ipc")
         return km
 
     def preprocess_cell(self, cell, resources, index):

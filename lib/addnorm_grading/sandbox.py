@@ -58,15 +58,25 @@ class Settings:
         return path
 
     @classmethod
-    def read(cls, folder: Path) -> "Settings":
-        """The settings the grading process wrote into folder/sandbox.json."""
-        path = folder / SETTINGS_FILE
+    def read(cls, connection_file: Path) -> "Settings":
+        """The settings the grading process wrote for the kernel of `connection_file` (see `prepare`)."""
+        path = connection_file.parent.parent / SETTINGS_FILE
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             return cls(SandboxLimits(**data["limits"]), tuple(data["hidden"]))
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise SystemExit(f"the sandbox launcher needs {path}, written by the grading process "
                              f"(addnorm_grading.execute.SandboxedExecute): {error}") from None
+
+
+def prepare(folder: Path, settings: Settings) -> Path:
+    """Lay out a kernel's private folder: `settings` in it, and a subfolder for the connection file and the
+    sockets, the only part the kernel sees (it can write there, so the settings stay out of its reach). Returns
+    that connection folder."""
+    settings.write(folder)
+    connection_folder = folder / KERNEL_FOLDER
+    connection_folder.mkdir()
+    return connection_folder
 
 
 def is_root() -> bool:
@@ -222,7 +232,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         raise SystemExit(__doc__)
     connection_file = Path(argv[0]).resolve()
-    settings = Settings.read(connection_file.parent.parent)
+    settings = Settings.read(connection_file)
     stage_submission(Path.cwd(), connection_file.parent)
     if is_root():
         hand_connection_files_to_grader(connection_file, settings.limits.user)
