@@ -1,6 +1,8 @@
 """The depth × learning-rate sweep of chapters 1 and 2: writes data/depth_lr_sweep.json.
 
     make sweep                              the full grid (addnorm.lab.sweep.GRID), 2 worker processes
+    make budget                             the budget study (BUDGET_GRID, 3,000 steps measured at 300, 1,000
+                                            and 3,000): python tools/sweep.py --budget, data/postln_budget.json
     python tools/sweep.py --estimate        time short runs at each depth, print the estimated run time, stop
     python tools/sweep.py --quick --out F   a tiny grid with a few steps (a smoke test)
     python tools/sweep.py --only pre_ln --depth 12 --lr 3e-3 --seed 0
@@ -31,12 +33,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from addnorm.lab.sweep import (GRID, QUICK_GRID, QUICK_SETTINGS, RESULT_FIELDS, SETTINGS, VARIANTS, cells,
-                               differences, load_sweep, run_cell)
+from addnorm.lab.sweep import (BUDGET_GRID, BUDGET_SETTINGS, GRID, QUICK_BUDGET_GRID, QUICK_BUDGET_SETTINGS,
+                               QUICK_GRID, QUICK_SETTINGS, RESULT_FIELDS, SETTINGS, VARIANTS, cells, differences,
+                               load_sweep, position_blind_accuracy, run_cell)
 from addnorm.lab.sweep_maps import code_sha256, cpu_model  # what the chapters compare against
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "data" / "depth_lr_sweep.json"
+BUDGET_OUT = ROOT / "data" / "postln_budget.json"
 CALIBRATION_STEPS = (10, 40)     # two short runs per depth: fixed cost + cost per step
 
 
@@ -52,10 +56,11 @@ def git(*args: str) -> str:
 
 
 def command(argv: list[str]) -> str:
-    """What was typed: `make sweep` when make ran this script with no arguments, else the python command."""
+    """What was typed: `make sweep` (`make budget`) when make ran this script with no other arguments, else the
+    python command."""
     script = os.path.relpath(Path(__file__).resolve(), ROOT)
-    if os.environ.get("MAKELEVEL") and not argv:
-        return "make sweep"
+    if os.environ.get("MAKELEVEL") and argv in ([], ["--budget"]):
+        return "make budget" if argv else "make sweep"
     return shlex.join(["python", script, *argv])
 
 
@@ -89,9 +94,7 @@ def calibrate(depths: list[int], settings: dict) -> dict[int, dict]:
 
 def estimate(grid: dict, per_depth: dict[int, dict], workers: int) -> dict:
     """Estimated run time of the grid with `workers` processes, from the per-depth cell times."""
-    n_other = len(grid["variants"]) * len(grid["lrs"]) * len(grid["seeds"])
-    total = {k: sum(per_depth[d][k] for d in grid["depths"]) * n_other / max(workers, 1)
-             for k in ("cpu_time_s", "wall_time_s")}
+    total = {k: sum(per_depth[c[1]][k] for c in cells(grid)) / max(workers, 1) for k in ("cpu_time_s", "wall_time_s")}
     return dict(per_cell_by_depth={str(d): t for d, t in per_depth.items()}, workers=workers,
                 cells=len(cells(grid)), quiet_machine_s=round(total["cpu_time_s"]),
                 machine_as_loaded_now_s=round(total["wall_time_s"]))
@@ -151,6 +154,10 @@ def append(path: Path, record: dict) -> None:
         os.fsync(f.fileno())
 
 
+def depths(grid: dict) -> list[int]:
+    return sorted({c[1] for c in cells(grid)})
+
+
 def key(r: dict) -> tuple:
     return r["variant"], r["depth"], float(r["lr"]), r["seed"]
 
@@ -173,14 +180,15 @@ def sweep(grid: dict, settings: dict, out: Path, workers: int, argv: list[str], 
     print(f"{len(cells(grid))} cells, {len(finished)} already in {partial.name}, {len(todo)} to run", flush=True)
 
     session = dict(started_at=now(), **provenance(argv, workers))
-    cost = {d: 1.0 + d for d in grid["depths"]}           # relative cost of a cell, refined by the calibration
+    cost = {d: 1.0 + d for d in depths(grid)}           # relative cost of a cell, refined by the calibration
     if todo:
-        per_depth = calibrate(sorted(set(grid["depths"])), settings)
+        per_depth = calibrate(depths(grid), settings)
         cost = {d: max(t["cpu_time_s"], 1e-3) for d, t in per_depth.items()}
         est = estimate(grid, per_depth, workers)
+        share = sum(cost[c[1]] for c in todo) / sum(cost[c[1]] for c in cells(grid))
         est["cells"] = len(todo)
-        est["quiet_machine_s"] = round(est["quiet_machine_s"] * len(todo) / len(cells(grid)))
-        est["machine_as_loaded_now_s"] = round(est["machine_as_loaded_now_s"] * len(todo) / len(cells(grid)))
+        est["quiet_machine_s"] = round(est["quiet_machine_s"] * share)
+        est["machine_as_loaded_now_s"] = round(est["machine_as_loaded_now_s"] * share)
         print_estimate(est)
         session["estimate"] = est
     append(partial, dict(kind="session", **session))
@@ -233,18 +241,22 @@ def finish(partial: Path, out: Path, grid: dict, settings: dict) -> dict:
         sessions.append(dict(s, finished_at=end, run_time_s=seconds(s["started_at"], end), cells=len(mine),
                              load_average_at_end=ends.get(i, {}).get("load_average_at_end")))
     last = sessions[-1]
-    ordered = [{**{k: r[k] for k in RESULT_FIELDS}, "finished_at": r["finished_at"]}
+    ordered = [{**{k: r[k] for k in (*RESULT_FIELDS, "checkpoints") if k in r}, "finished_at": r["finished_at"]}
                for r in (by_key[(c[0], c[1], float(c[2]), c[3])] for c in cells(grid))]
+    budget = bool(settings.get("checkpoints"))
     meta = dict(
-        what="Depth × learning-rate sweep of sublayer connections on the toy reversal task (issue 13, item 1)",
-        command=last["command"], reproduce="make sweep  (or: python tools/sweep.py)",
+        what=("Budget study: the cells that fail the 300-step map, trained for longer and measured at several "
+              "budgets (issue 22)" if budget else
+              "Depth × learning-rate sweep of sublayer connections on the toy reversal task (issue 13, item 1)"),
+        command=last["command"],
+        reproduce="make budget  (or: python tools/sweep.py --budget)" if budget else
+                  "make sweep  (or: python tools/sweep.py)",
         git_commit=last["git_commit"], git_dirty_files=last["git_dirty_files"], code_sha256=last["code_sha256"],
         same_code_in_every_session=len({s["code_sha256"] for s in sessions}) == 1,
         torch=last["torch"], numpy=last["numpy"], python=last["python"], platform=last["platform"],
         cpu=last["cpu"], cpu_count=last["cpu_count"], threads=settings["threads"], workers=last["workers"],
-        seeds=grid["seeds"], grid=grid, settings=settings,
-        variants={v: dict(label=VARIANTS[v].label, knobs=VARIANTS[v].knobs, warmup=VARIANTS[v].warmup,
-                          about=VARIANTS[v].about) for v in grid["variants"]},
+        seeds=sorted({c[3] for c in cells(grid)}), grid=grid, settings=settings,
+        variants={v: variant_record(v, settings) for v in sorted({c[0] for c in cells(grid)})},
         model=dict(d_model=64, num_heads=4, d_ff=128, init="xavier", dropout=0.0, optimizer="Adam"),
         started_at=sessions[0]["started_at"], finished_at=last["finished_at"],
         run_time_s=round(sum(s["run_time_s"] for s in sessions)),
@@ -260,6 +272,10 @@ def finish(partial: Path, out: Path, grid: dict, settings: dict) -> dict:
                 "wall_time_s": "seconds for the cell on the machine as loaded", "cpu_time_s": "CPU seconds",
                 "threads": "torch threads"},
     )
+    if budget:
+        meta["position_blind"] = position_blind_accuracy(settings)
+        meta["fields"]["checkpoints"] = ("held-out accuracy and cross-entropy after each of settings.checkpoints "
+                                         "steps (diverged: the loss became non-finite before that step)")
     tmp = out.with_suffix(".tmp")
     # meta readable, one line per cell: a small file whose diffs show which cells changed
     tmp.write_text('{"meta": ' + json.dumps(meta, indent=1) + ',\n"results": [\n'
@@ -268,6 +284,14 @@ def finish(partial: Path, out: Path, grid: dict, settings: dict) -> dict:
     partial.unlink()
     print(f"wrote {out} ({len(ordered)} cells, run time {meta['run_time_s'] / 60:.1f} min)", flush=True)
     return dict(meta=meta, results=ordered)
+
+
+def variant_record(name: str, settings: dict) -> dict:
+    v = VARIANTS[name]
+    record = dict(label=v.label, knobs=v.knobs, warmup=v.warmup, about=v.about)
+    if v.warmup:
+        record["warmup_steps"] = settings["warmup_steps"] if v.warmup_steps is None else v.warmup_steps
+    return record
 
 
 def only(args: argparse.Namespace) -> int:
@@ -299,6 +323,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, help=f"results file (default {OUT.relative_to(ROOT)}; --quick: a temp file)")
     p.add_argument("--workers", type=int, default=2, help="worker processes, one per core (default 2; 1: no pool)")
     p.add_argument("--quick", action="store_true", help="a tiny grid with few steps, for tests")
+    p.add_argument("--budget", action="store_true",
+                   help=f"the budget study (default out {BUDGET_OUT.relative_to(ROOT)})")
     p.add_argument("--estimate", action="store_true", help="time the grid's depths, print the estimate, stop")
     p.add_argument("--fresh", action="store_true", help="ignore an existing partial file and start over")
     p.add_argument("--only", choices=sorted(VARIANTS), help="re-run one cell (with --depth, --lr, --seed)")
@@ -309,7 +335,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if args.only and None in (args.depth, args.lr, args.seed):
         p.error("--only needs --depth, --lr and --seed")
     if args.out is None:
-        args.out = Path(os.environ.get("TMPDIR", "/tmp")) / "depth_lr_sweep_quick.json" if args.quick else OUT
+        name = "postln_budget" if args.budget else "depth_lr_sweep"
+        args.out = (Path(os.environ.get("TMPDIR", "/tmp")) / f"{name}_quick.json" if args.quick
+                    else BUDGET_OUT if args.budget else OUT)
     return args
 
 
@@ -318,10 +346,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.only:
         return only(args)
-    grid, settings = (QUICK_GRID, {**SETTINGS, **QUICK_SETTINGS}) if args.quick else (GRID, dict(SETTINGS))
-    settings = json.loads(json.dumps(settings))     # as stored (tuples become lists)
+    grid, overrides = {(False, False): (GRID, {}), (True, False): (QUICK_GRID, QUICK_SETTINGS),
+                       (False, True): (BUDGET_GRID, BUDGET_SETTINGS),
+                       (True, True): (QUICK_BUDGET_GRID, {**QUICK_SETTINGS, **QUICK_BUDGET_SETTINGS})}[
+        (args.quick, args.budget)]
+    settings = json.loads(json.dumps({**SETTINGS, **overrides}))     # as stored (tuples become lists)
     if args.estimate:
-        print_estimate(estimate(grid, calibrate(sorted(set(grid["depths"])), settings), args.workers))
+        print_estimate(estimate(grid, calibrate(depths(grid), settings), args.workers))
         return 0
     sweep(grid, settings, args.out, args.workers, argv, args.fresh)
     return 0

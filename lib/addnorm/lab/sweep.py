@@ -10,6 +10,9 @@ step budget, then measures it on held-out batches.
   every run — which is how a chapter re-runs a slice of the sweep and checks it against the file.
 - `load_sweep(path)` reads the results file that `tools/sweep.py` (`make sweep`) writes:
   `data/depth_lr_sweep.json`, the results together with how they were made.
+- The *budget study* (`make budget`, `data/postln_budget.json`) runs the cells that fail the 300-step map
+  for 3,000 steps and measures them at 300, 1,000 and 3,000 steps (`checkpoints`), so that one run gives
+  three budgets' verdicts (`verdict`: trains / plateau / diverges, by the thresholds below).
 
 The whole grid takes about an hour on a 2-core machine, too long for a book build: the chapters draw
 their maps from the file.
@@ -42,6 +45,7 @@ class Variant:
     knobs: dict
     warmup: bool = False
     about: str = ""
+    warmup_steps: int | None = None      # a warm-up of its own length (None: SETTINGS["warmup_steps"])
 
 
 # Keys are what `tools/sweep.py --only` takes and what the results file stores.
@@ -53,6 +57,8 @@ VARIANTS: dict[str, Variant] = {
     "post_ln": Variant("Post-LN", dict(norm_first=False), about="LN(x + F(x)), the 2017 placement"),
     "post_ln_warmup": Variant("Post-LN + warm-up", dict(norm_first=False), warmup=True,
                               about="LN(x + F(x)) with a linear learning-rate warm-up"),
+    "post_ln_warmup400": Variant("Post-LN + warm-up 400", dict(norm_first=False), warmup=True, warmup_steps=400,
+                                 about="LN(x + F(x)) with a 400-step linear learning-rate warm-up"),
     "pre_ln": Variant("Pre-LN", dict(norm_first=True), about="x + F(LN(x)) and a final LN (GPT-2 onwards)"),
     "rezero": Variant("ReZero", dict(norm="rezero"), about="x + α·F(x), α a learned scalar starting at 0, no LN"),
     "no_norm": Variant("residual, no norm", dict(norm="none"), about="x + F(x), no normalization at all"),
@@ -64,6 +70,7 @@ SETTINGS: dict = dict(
     warmup_steps=100,            # used by the variants with warmup=True only
     eval_examples=512, eval_seed=10_000,   # held-out batch: a seed the training data never uses
     curve_every=10,              # keep the training loss every this many steps
+    checkpoints=(),              # also measure the model after these many steps (the budget study)
     threads=1,
 )
 
@@ -79,6 +86,26 @@ GRID: dict = dict(
 # `tools/sweep.py --quick`: a tiny grid with a few steps, a smoke test of the whole sweep in seconds.
 QUICK_GRID: dict = dict(variants=["post_ln", "pre_ln"], depths=[1, 2], lrs=[1e-3], seeds=[0])
 QUICK_SETTINGS: dict = dict(steps=10, eval_examples=64, curve_every=2)
+
+# The budget study (`make budget`): the cells that fail the 300-step map, trained ten times as long and measured
+# at three budgets. Post-LN without and with warm-ups of fixed length (100 and 400 steps: the same schedule
+# whatever the budget) at the depths where the map shows it stuck, at the learning rates where shallow Post-LN
+# trains and one below (deep stacks want smaller steps); the stack without residuals at the depths where the map
+# shows it stuck, at its best learning rate and the ones either side. About an hour on 2 cores.
+BUDGET_GRID: dict = dict(groups=[
+    dict(variants=["post_ln", "post_ln_warmup", "post_ln_warmup400"], depths=[6, 12, 24],
+         lrs=[3e-4, 1e-3, 3e-3], seeds=[0, 1]),
+    dict(variants=["no_residual"], depths=[2, 3, 6], lrs=[1e-3, 3e-3, 1e-2], seeds=[0, 1]),
+])
+BUDGET_SETTINGS: dict = dict(steps=3000, checkpoints=(300, 1000, 3000))
+QUICK_BUDGET_GRID: dict = dict(groups=[dict(variants=["post_ln", "post_ln_warmup400"], depths=[1], lrs=[1e-3],
+                                            seeds=[0]),
+                                       dict(variants=["no_residual"], depths=[2], lrs=[3e-3], seeds=[0])])
+QUICK_BUDGET_SETTINGS: dict = dict(steps=12, checkpoints=(4, 8, 12), eval_examples=64, curve_every=2)
+
+# Verdicts, by stated thresholds (held-out token accuracy; chance is 0.10 on 10 symbols).
+TRAINS_AT = 0.9          # trains: accuracy ≥ 0.9
+PLATEAU_BAND = 0.05      # plateau: within 0.05 of the position-blind level (each sequence's mode everywhere)
 
 RESULT_FIELDS = (
     "variant", "depth", "lr", "seed",     # the cell
@@ -110,6 +137,43 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
+def held_out_batch(settings: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """The held-out (tokens, labels) every cell is measured on: a seed the training data never uses."""
+    s = {**SETTINGS, **settings}
+    return in_place_batch(s["task"], s["eval_examples"], s["seq_len"], s["vocab_size"],
+                          torch.Generator().manual_seed(s["eval_seed"]))
+
+
+def position_blind_accuracy(settings: dict) -> float:
+    """The best held-out accuracy without positions: predict each sequence's most frequent token everywhere."""
+    tokens, labels = held_out_batch(settings)
+    return (tokens.mode(dim=1).values[:, None] == labels).float().mean().item()
+
+
+def verdict(accuracy: float, diverged: bool, position_blind: float) -> str:
+    """'diverges' (a non-finite loss), 'trains' (≥ TRAINS_AT), 'plateau' (within PLATEAU_BAND of the
+    position-blind level), else 'between' (above the plateau, below TRAINS_AT) or 'below' (under the plateau)."""
+    if diverged:
+        return "diverges"
+    if accuracy >= TRAINS_AT:
+        return "trains"
+    if abs(accuracy - position_blind) <= PLATEAU_BAND:
+        return "plateau"
+    return "between" if accuracy > position_blind else "below"
+
+
+def _measure(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """(accuracy, cross-entropy) of the model on (x, y), in eval mode; the model's mode is restored."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        logits = model(x)                                       # (examples, seq, vocab)
+        accuracy = (logits.argmax(dim=-1) == y).float().mean().item()
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
+    model.train(was_training)
+    return accuracy, loss
+
+
 def run_cell(variant: str, depth: int, lr: float, seed: int, **overrides) -> dict:
     """Train one cell of the sweep and measure it; returns a dict with the keys of RESULT_FIELDS.
 
@@ -123,32 +187,42 @@ def run_cell(variant: str, depth: int, lr: float, seed: int, **overrides) -> dic
         raise ValueError(f"run_cell: unknown settings {sorted(unknown)}; expected some of {sorted(SETTINGS)}")
     s = {**SETTINGS, **overrides}
     v = VARIANTS[variant]
+    warmup = (s["warmup_steps"] if v.warmup_steps is None else v.warmup_steps) if v.warmup else 0
+    checkpoints = sorted(int(c) for c in s["checkpoints"])
     start, cpu_start = time.perf_counter(), time.process_time()
     with _threads(s["threads"]):
+        x, y = held_out_batch(s)
+        measured: list[dict] = []
+
+        def after_step(step: int, model: torch.nn.Module) -> None:
+            if step in checkpoints:
+                accuracy, loss = _measure(model, x, y)
+                measured.append(dict(steps=step, accuracy=accuracy, eval_loss=_finite(loss), diverged=False))
+
         seed_everything(seed)
         model = toy_tagger(s["vocab_size"], depth, **v.knobs)
         history = train(model, tagging_loss(s["task"], s["batch_size"], s["seq_len"], s["vocab_size"]),
-                        s["steps"], lr=lr, warmup_steps=s["warmup_steps"] if v.warmup else 0,
-                        betas=tuple(s["betas"]), seed=seed, progress=False)
-        with torch.no_grad():
-            x, y = in_place_batch(s["task"], s["eval_examples"], s["seq_len"], s["vocab_size"],
-                                  torch.Generator().manual_seed(s["eval_seed"]))
-            logits = model(x)                                       # (examples, seq, vocab)
-            accuracy = (logits.argmax(dim=-1) == y).float().mean().item()
-            eval_loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
+                        s["steps"], lr=lr, warmup_steps=warmup, betas=tuple(s["betas"]), seed=seed, progress=False,
+                        after_step=after_step if checkpoints else None)
+        accuracy, eval_loss = _measure(model, x, y)
         threads = torch.get_num_threads()
+    for step in checkpoints[len(measured):]:        # the budgets a diverged run did not reach
+        measured.append(dict(steps=step, accuracy=None, eval_loss=None, diverged=True))
+    extra = dict(checkpoints=measured) if checkpoints else {}
     return dict(
         variant=variant, depth=depth, lr=lr, seed=seed,
         accuracy=accuracy, eval_loss=_finite(eval_loss), final_loss=_finite(history.final()),
         diverged=history.diverged, steps=len(history.losses),
         losses=[_finite(float(f"{x:.6g}")) for x in history.losses[:: s["curve_every"]]],   # 6 digits: a small file
         wall_time_s=round(time.perf_counter() - start, 3), cpu_time_s=round(time.process_time() - cpu_start, 3),
-        threads=threads,
+        threads=threads, **extra,
     )
 
 
 def cells(grid: dict) -> list[tuple[str, int, float, int]]:
-    """Every (variant, depth, lr, seed) of a grid, in a fixed order."""
+    """Every (variant, depth, lr, seed) of a grid, in a fixed order (a grid of groups: each group's in turn)."""
+    if "groups" in grid:
+        return [c for group in grid["groups"] for c in cells(group)]
     return [(v, d, lr, s) for v in grid["variants"] for d in grid["depths"] for lr in grid["lrs"]
             for s in grid["seeds"]]
 
@@ -185,7 +259,7 @@ class Sweep:
 
 def differences(a: dict, b: dict) -> list[str]:
     """The deterministic fields on which two results of the same cell differ ([] if they agree bit for bit)."""
-    return [f for f in DETERMINISTIC_FIELDS if a.get(f) != b.get(f)]
+    return [f for f in (*DETERMINISTIC_FIELDS, "checkpoints") if a.get(f) != b.get(f)]
 
 
 def load_sweep(path: str | Path) -> Sweep:
