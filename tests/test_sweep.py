@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from addnorm.lab.sweep import GRID, QUICK_GRID, RESULT_FIELDS, VARIANTS, cells, differences, load_sweep, run_cell
+from addnorm.lab.sweep import GRID, QUICK_GRID, RESULT_FIELDS, VARIANTS, cells, run_cell
+from addnorm.lab.sweep_file import differences, load_sweep
 from addnorm.lab.sweep_maps import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +59,7 @@ def check_results_file(content: dict, grid: dict) -> None:
     missing = [k for k in PROVENANCE if meta.get(k) in (None, "")]
     assert not missing, f"results file lacks {missing}"
     assert meta["grid"] == json.loads(json.dumps(grid))
-    assert meta["seeds"] == grid["seeds"]
+    assert meta["seeds"] == sorted({c[3] for c in cells(grid)})
     keys = [(r["variant"], r["depth"], r["lr"], r["seed"]) for r in results]
     assert sorted(keys) == sorted(cells(grid)), "the results do not cover the grid exactly once"
     assert all(set(RESULT_FIELDS) <= set(r) for r in results)
@@ -134,3 +135,56 @@ def test_a_file_that_no_longer_matches_the_code_fails_the_rerun_check():
     sweep.cell(*cell)["accuracy"] = -1.0           # as if the file had been made by other code
     with pytest.raises(AssertionError, match="make sweep"):
         sweep_maps.rerun_against_file(sweep, [cell], threshold=0.9)
+
+
+# ---- the budget study (addnorm.lab.budget, `make budget`): one long run measured at several budgets ------------
+
+def test_a_checkpoint_of_a_longer_run_is_the_shorter_run():
+    """Measuring part-way changes nothing: the model after 6 of 10 steps is the model of a 6-step run."""
+    short = run_cell("post_ln_warmup", 2, 3e-3, 0, **TINY)
+    longer = run_cell("post_ln_warmup", 2, 3e-3, 0, **{**TINY, "steps": 10, "checkpoints": (3, 6, 10)})
+    assert [c["steps"] for c in longer["checkpoints"]] == [3, 6, 10]
+    assert longer["checkpoints"][1]["accuracy"] == short["accuracy"]
+    assert longer["checkpoints"][2]["accuracy"] == longer["accuracy"]
+    assert "checkpoints" not in short
+
+
+def test_a_variant_with_its_own_warmup_length_differs_from_the_default_one():
+    a = run_cell("post_ln_warmup", 2, 3e-3, 0, **TINY)
+    b = run_cell("post_ln_warmup400", 2, 3e-3, 0, **TINY)
+    assert a["losses"][0] == b["losses"][0] and a["losses"][1:] != b["losses"][1:]   # same start, smaller steps
+
+
+def test_train_stops_when_after_step_says_so():
+    from addnorm.lab.experiments import toy_tagger
+    from addnorm.lab.train import seed_everything, tagging_loss, train
+
+    seen = []
+    seed_everything(0)
+    history = train(toy_tagger(10, 1), tagging_loss("reverse", 4, 8, 10), 20, progress=False,
+                    after_step=lambda step, model: seen.append((step, model.training)) or step == 5)
+    assert len(history.losses) == 5 and seen == [(s, True) for s in range(1, 6)]
+
+
+def test_verdicts_follow_the_stated_thresholds():
+    from addnorm.lab.budget import PLATEAU_BAND, TRAINS_AT, verdict
+
+    blind = 0.29
+    assert verdict(TRAINS_AT, False, blind) == "trains" and verdict(TRAINS_AT - 1e-6, False, blind) == "between"
+    assert verdict(blind + PLATEAU_BAND, False, blind) == "plateau" and verdict(blind - 0.04, False, blind) == "plateau"
+    assert verdict(0.10, False, blind) == "below" and verdict(0.99, True, blind) == "diverges"
+
+
+def test_quick_budget_study_writes_checkpoints_and_the_position_blind_level(tmp_path):
+    out = tmp_path / "budget.json"
+    run = subprocess.run([sys.executable, str(SWEEP_TOOL), "--budget", "--quick", "--workers", "1", "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    content = json.loads(out.read_text())
+    from addnorm.lab.budget import QUICK_BUDGET_GRID, QUICK_BUDGET_SETTINGS
+
+    check_results_file(content, QUICK_BUDGET_GRID)
+    assert 0.2 < content["meta"]["position_blind"] < 0.4
+    assert content["meta"]["variants"]["post_ln_warmup400"]["warmup_steps"] == 400
+    for result in content["results"]:
+        assert [c["steps"] for c in result["checkpoints"]] == list(QUICK_BUDGET_SETTINGS["checkpoints"])

@@ -33,9 +33,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from addnorm.lab.sweep import (BUDGET_GRID, BUDGET_SETTINGS, GRID, QUICK_BUDGET_GRID, QUICK_BUDGET_SETTINGS,
-                               QUICK_GRID, QUICK_SETTINGS, RESULT_FIELDS, SETTINGS, VARIANTS, cells, differences,
-                               load_sweep, position_blind_accuracy, run_cell)
+from addnorm.lab.budget import (BUDGET_GRID, BUDGET_SETTINGS, QUICK_BUDGET_GRID, QUICK_BUDGET_SETTINGS,
+                                position_blind_accuracy)
+from addnorm.lab.sweep import GRID, QUICK_GRID, QUICK_SETTINGS, RESULT_FIELDS, SETTINGS, VARIANTS, cells, run_cell
+from addnorm.lab.sweep_file import differences, load_sweep
 from addnorm.lab.sweep_maps import code_sha256, cpu_model  # what the chapters compare against
 
 ROOT = Path(__file__).resolve().parent.parent

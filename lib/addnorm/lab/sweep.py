@@ -8,11 +8,9 @@ step budget, then measures it on held-out batches.
 - `run_cell(variant, depth, lr, seed)` runs one cell and returns a flat dict (see `RESULT_FIELDS`).
   With the same addnorm, PyTorch, thread count (one, set here) and CPU it is identical bit for bit on
   every run — which is how a chapter re-runs a slice of the sweep and checks it against the file.
-- `load_sweep(path)` reads the results file that `tools/sweep.py` (`make sweep`) writes:
-  `data/depth_lr_sweep.json`, the results together with how they were made.
-- The *budget study* (`make budget`, `data/postln_budget.json`) runs the cells that fail the 300-step map
-  for 3,000 steps and measures them at 300, 1,000 and 3,000 steps (`checkpoints`), so that one run gives
-  three budgets' verdicts (`verdict`: trains / plateau / diverges, by the thresholds below).
+- `addnorm.lab.sweep_file.load_sweep(path)` reads the results file that `tools/sweep.py` (`make sweep`)
+  writes: `data/depth_lr_sweep.json`, the results together with how they were made.
+- With `checkpoints` set, a cell also measures the model part-way: the budget study of `addnorm.lab.budget`.
 
 The whole grid takes about an hour on a 2-core machine, too long for a book build: the chapters draw
 their maps from the file.
@@ -20,15 +18,12 @@ their maps from the file.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Iterator
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -87,26 +82,6 @@ GRID: dict = dict(
 QUICK_GRID: dict = dict(variants=["post_ln", "pre_ln"], depths=[1, 2], lrs=[1e-3], seeds=[0])
 QUICK_SETTINGS: dict = dict(steps=10, eval_examples=64, curve_every=2)
 
-# The budget study (`make budget`): the cells that fail the 300-step map, trained ten times as long and measured
-# at three budgets. Post-LN without and with warm-ups of fixed length (100 and 400 steps: the same schedule
-# whatever the budget) at the depths where the map shows it stuck, at the learning rates where shallow Post-LN
-# trains and one below (deep stacks want smaller steps); the stack without residuals at the depths where the map
-# shows it stuck, at its best learning rate and the ones either side. About an hour on 2 cores.
-BUDGET_GRID: dict = dict(groups=[
-    dict(variants=["post_ln", "post_ln_warmup", "post_ln_warmup400"], depths=[6, 12, 24],
-         lrs=[3e-4, 1e-3, 3e-3], seeds=[0, 1]),
-    dict(variants=["no_residual"], depths=[2, 3, 6], lrs=[1e-3, 3e-3, 1e-2], seeds=[0, 1]),
-])
-BUDGET_SETTINGS: dict = dict(steps=3000, checkpoints=(300, 1000, 3000))
-QUICK_BUDGET_GRID: dict = dict(groups=[dict(variants=["post_ln", "post_ln_warmup400"], depths=[1], lrs=[1e-3],
-                                            seeds=[0]),
-                                       dict(variants=["no_residual"], depths=[2], lrs=[3e-3], seeds=[0])])
-QUICK_BUDGET_SETTINGS: dict = dict(steps=12, checkpoints=(4, 8, 12), eval_examples=64, curve_every=2)
-
-# Verdicts, by stated thresholds (held-out token accuracy; chance is 0.10 on 10 symbols).
-TRAINS_AT = 0.9          # trains: accuracy ≥ 0.9
-PLATEAU_BAND = 0.05      # plateau: within 0.05 of the position-blind level (each sequence's mode everywhere)
-
 RESULT_FIELDS = (
     "variant", "depth", "lr", "seed",     # the cell
     "accuracy",        # held-out token accuracy (eval_examples fresh sequences)
@@ -142,24 +117,6 @@ def held_out_batch(settings: dict) -> tuple[torch.Tensor, torch.Tensor]:
     s = {**SETTINGS, **settings}
     return in_place_batch(s["task"], s["eval_examples"], s["seq_len"], s["vocab_size"],
                           torch.Generator().manual_seed(s["eval_seed"]))
-
-
-def position_blind_accuracy(settings: dict) -> float:
-    """The best held-out accuracy without positions: predict each sequence's most frequent token everywhere."""
-    tokens, labels = held_out_batch(settings)
-    return (tokens.mode(dim=1).values[:, None] == labels).float().mean().item()
-
-
-def verdict(accuracy: float, diverged: bool, position_blind: float) -> str:
-    """'diverges' (a non-finite loss), 'trains' (≥ TRAINS_AT), 'plateau' (within PLATEAU_BAND of the
-    position-blind level), else 'between' (above the plateau, below TRAINS_AT) or 'below' (under the plateau)."""
-    if diverged:
-        return "diverges"
-    if accuracy >= TRAINS_AT:
-        return "trains"
-    if abs(accuracy - position_blind) <= PLATEAU_BAND:
-        return "plateau"
-    return "between" if accuracy > position_blind else "below"
 
 
 def _measure(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
@@ -225,44 +182,3 @@ def cells(grid: dict) -> list[tuple[str, int, float, int]]:
         return [c for group in grid["groups"] for c in cells(group)]
     return [(v, d, lr, s) for v in grid["variants"] for d in grid["depths"] for lr in grid["lrs"]
             for s in grid["seeds"]]
-
-
-@dataclass
-class Sweep:
-    """A results file: `meta` (how it was made: command, commit, settings, grid, times) and `results`."""
-
-    meta: dict
-    results: list[dict] = field(default_factory=list)
-
-    def cell(self, variant: str, depth: int, lr: float, seed: int) -> dict:
-        """The stored result of one cell (KeyError if the file does not have it)."""
-        for r in self.results:
-            if (r["variant"], r["depth"], r["seed"]) == (variant, depth, seed) and math.isclose(r["lr"], lr):
-                return r
-        raise KeyError(f"no result for variant={variant!r}, depth={depth}, lr={lr:g}, seed={seed}")
-
-    def rerun(self, variant: str, depth: int, lr: float, seed: int) -> dict:
-        """Run one cell again with the file's settings (compare with `differences(rerun, sweep.cell(...))`)."""
-        return run_cell(variant, depth, lr, seed, **self.meta["settings"])
-
-    def table(self, variant: str, key: str = "accuracy") -> np.ndarray:
-        """Array (depths, lrs, seeds) of one result field for one variant, in the order of meta['grid']; NaN for None."""
-        g = self.meta["grid"]
-        out = np.full((len(g["depths"]), len(g["lrs"]), len(g["seeds"])), np.nan)
-        for i, d in enumerate(g["depths"]):
-            for j, lr in enumerate(g["lrs"]):
-                for k, s in enumerate(g["seeds"]):
-                    value = self.cell(variant, d, lr, s)[key]
-                    out[i, j, k] = np.nan if value is None else float(value)
-        return out
-
-
-def differences(a: dict, b: dict) -> list[str]:
-    """The deterministic fields on which two results of the same cell differ ([] if they agree bit for bit)."""
-    return [f for f in (*DETERMINISTIC_FIELDS, "checkpoints") if a.get(f) != b.get(f)]
-
-
-def load_sweep(path: str | Path) -> Sweep:
-    """Read a results file written by tools/sweep.py (`make sweep`)."""
-    data = json.loads(Path(path).read_text())
-    return Sweep(meta=data["meta"], results=data["results"])

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from matplotlib.patches import Rectangle
 
-from .sweep import VARIANTS, Sweep, differences, load_sweep
+from .sweep import VARIANTS
+from .sweep_file import Sweep, differences, load_sweep
 
 SWEEP_FILE = Path("data") / "depth_lr_sweep.json"     # relative to the book's folder
 REFRESH_COMMAND = "make sweep"                        # the one command that writes SWEEP_FILE anew

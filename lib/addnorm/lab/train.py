@@ -64,14 +64,15 @@ def train(
     seed: int = 0,
     progress: bool | None = None,
     desc: str = "training",
-    after_step: Callable[[int, nn.Module], None] | None = None,
+    after_step: Callable[[int, nn.Module], bool | None] | None = None,
 ) -> History:
     """Train with Adam for `steps` steps; loss_fn(model, generator) returns the loss on a fresh batch.
 
     The data generator is seeded with `seed`, so two runs with the same model initialization and
     seed are identical. Stops early, marking the history diverged, if the loss becomes NaN or inf.
     after_step(steps_done, model), if given, is called after every step (to measure the model part-way; it
-    must leave the model in training mode and not touch the data generator).
+    must leave the model in training mode and not touch the data generator); if it returns True, training
+    stops there.
     """
     generator = torch.Generator().manual_seed(seed)
     torch.set_flush_denormal(True)
@@ -90,8 +91,8 @@ def train(
         optimizer.step()
         schedule.step()
         history.losses.append(loss.item())
-        if after_step is not None:
-            after_step(len(history.losses), model)
+        if after_step is not None and after_step(len(history.losses), model):
+            break
     model.eval()
     return history
 
