@@ -18,6 +18,7 @@ c.CourseDirectory.course_id = course.id
 c.CourseDirectory.source_directory = "solutions"     # instructor versions: solutions/<assignment>/<notebook>.ipynb
 c.CourseDirectory.release_directory = "exercises"    # learner versions:    exercises/<assignment>/<notebook>.ipynb
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py"]  # helpers live in locked cells
+c.ExchangeFactory.collect = "addnorm_grading.exchange.SafeCollect"   # collect leaves a submission's symbolic links out
 
 # --- generate_assignment: the learner version ---------------------------------------------------------------
 c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"      # (nbgrader's spelling of "delimiter")
@@ -27,7 +28,6 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 c.ClearSolutions.enforce_metadata = True            # a solution region outside a solution cell is an error
 c.ClearHiddenTests.begin_test_delimeter = "BEGIN HIDDEN TESTS"
 c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
-
 # --- autograde: first the submission is made whole (a deleted or edited test cell comes back from the gradebook)
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput", "nbgrader.preprocessors.DeduplicateIds",

@@ -48,7 +48,7 @@ MARKER = "addnorm course hub"                  # the users' comment field: `down
 COURSE_ID = CONSTANTS["course"]["id"]
 COURSE = Path("/home") / INSTRUCTOR / COURSE_ID
 EXCHANGE = Path(CONSTANTS["course"]["exchange"])
-COURSE_FILES = ("nbgrader_config.py", "course.toml", "solutions")   # all a course folder needs (guide/instructors.md)
+COURSE_FILES = ("nbgrader_config.py", "course.toml", "solutions", "checks")   # a course folder (guide/instructors.md)
 NOT_COURSE = (".git", ".venv", "_build", "node_modules", "__pycache__", ".pytest_cache", "*.egg-info",
               ".ipynb_checkpoints", "gradebook.db", "submitted", "autograded", "feedback", ".exchange")
 

@@ -19,6 +19,7 @@ from addnorm_grading import coursework
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
+CHECKS = ROOT / "checks"                 # the judged tests' hidden parts (addnorm_grading.judge), never released
 
 ASSIGNMENTS = dict(coursework.assignments(SOLUTIONS))            # assignment id -> notebook name
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
@@ -63,9 +64,18 @@ def _regions(source: str, begin: str, end: str) -> tuple[list[str], list[str]]:
     return inside, outside
 
 
-def secret_lines(source_nb) -> set[str]:
-    """Lines that occur only inside solution regions, written answers or hidden tests of an instructor notebook."""
-    secret, public = set(), set()
+def hidden_checks(assignment: str | None) -> str:
+    """The hidden checks of an assignment's judged tests: checks/<assignment>/*.py ('' if none)."""
+    if assignment is None:
+        return ""
+    return "\n".join(path.read_text(encoding="utf-8") for path in sorted((CHECKS / assignment).glob("*.py")))
+
+
+def secret_lines(source_nb, assignment: str | None = None) -> set[str]:
+    """Lines that occur only inside solution regions, written answers or hidden tests of an instructor notebook,
+    or in the hidden checks of its judged tests."""
+    secret = {line.strip() for line in hidden_checks(assignment).splitlines()}
+    public = set()
     for cell in source_nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution") and cell.cell_type == "markdown":
@@ -77,10 +87,10 @@ def secret_lines(source_nb) -> set[str]:
     return {line for line in secret - public if len(line) > 3}
 
 
-def hidden_names(source_nb) -> set[str]:
+def hidden_names(source_nb, assignment: str | None = None) -> set[str]:
     """Functions and classes the hidden tests define (the reference implementations among them)."""
-    return {name for cell in source_nb.cells for region in HIDDEN.findall(cell.source)
-            for name in re.findall(r"^\s*(?:def|class) (\w+)", region, flags=re.M)}
+    regions = [region for cell in source_nb.cells for region in HIDDEN.findall(cell.source)] + [hidden_checks(assignment)]
+    return {name for region in regions for name in re.findall(r"^\s*(?:def|class) (\w+)", region, flags=re.M)}
 
 
 def released_text(path: Path) -> str:
@@ -90,9 +100,9 @@ def released_text(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
-def leaks(release: Path, source_nb) -> list[str]:
+def leaks(release: Path, source_nb, assignment: str | None = None) -> list[str]:
     """Every marker, solution line, hidden-test line or hidden helper name found in any file of a release folder."""
-    secret, names, found = secret_lines(source_nb), hidden_names(source_nb), []
+    secret, names, found = secret_lines(source_nb, assignment), hidden_names(source_nb, assignment), []
     for path in sorted(p for p in release.rglob("*") if p.is_file()):
         text = released_text(path)
         lines = {line.strip() for line in text.splitlines()}
@@ -110,8 +120,8 @@ def read_source(assignment: str):
 @pytest.mark.parametrize("assignment", sorted(ASSIGNMENTS))
 def test_exercises_hold_no_solution_and_no_hidden_test(assignment):
     source = read_source(assignment)
-    assert hidden_names(source), f"{assignment}: expected the hidden tests to define their reference helpers"
-    found = leaks(EXERCISES / assignment, source)
+    assert hidden_names(source, assignment), f"{assignment}: expected the hidden tests to define their reference helpers"
+    found = leaks(EXERCISES / assignment, source, assignment)
     assert not found, f"{assignment}: secret text in the learner version: {found[:5]}"
     release = nbformat.read(EXERCISES / assignment / f"{ASSIGNMENTS[assignment]}.ipynb", as_version=4)
     for cell in release.cells:         # every solution region became a stub that raises, every written answer a blank

@@ -410,6 +410,8 @@ def check_student2_sees_only_their_own(student1_feedback: Path) -> None:
         "the exchange's feedback": ["ls", str(EXCHANGE / "feedback")],
         "the instructor's solutions/": ["cat", str(COURSE / "solutions" / ASSIGNMENT / NOTEBOOK)],
         "the instructor's gradebook": ["cat", str(COURSE / "gradebook.db")],
+        "the hidden checks": ["ls", str(COURSE / "checks")],
+        "the course's secret seed": ["cat", str(COURSE / "checks" / "secret_seed")],
         "the collected submissions": ["ls", str(COURSE / "submitted")],
     }
     readable = [what for what, cmd in forbidden.items() if as_user(SECOND, *cmd).returncode == 0]

@@ -3,7 +3,7 @@
 nbgrader runs as a subprocess of this Python (`python -m nbgrader`), with this interpreter's bin/ first on PATH:
 nbgrader calls `alembic` from there.
 
-    course = make_course(tmp / "course")          # nbgrader_config.py, course.toml, solutions/; every assignment
+    course = make_course(tmp / "course")          # nbgrader_config.py, course.toml, solutions/, checks/; generated
     submit(course, "ann", "01_residual", {"residual.ipynb": text})
     run_nbgrader(["autograde", "01_residual"], course)
     scores(course)[("ann", "01_residual", "residual")]["code"]
@@ -21,6 +21,7 @@ from addnorm_grading.course import FILE_NAME, find_course_file, read_course
 
 CONFIG = "nbgrader_config.py"
 SOURCE = "solutions"                # nbgrader's source folder in this course (CourseDirectory.source_directory)
+CHECKS = "checks"                   # the hidden checks, beside it (addnorm_grading.judge)
 
 
 def course_root(start: Path | None = None) -> Path:
@@ -56,8 +57,8 @@ def run_nbgrader(args: list[str], course: Path, check: bool = True, timeout: flo
 
 
 def make_course(course: Path, origin: Path | None = None, source: Path | None = None) -> Path:
-    """A course folder at `course`: nbgrader_config.py and course.toml from `origin` (default: this course), the
-    instructor notebooks from `source` (default: origin's solutions/); every assignment generated.
+    """A course folder at `course`: nbgrader_config.py, course.toml and checks/ from `origin` (default: this
+    course), the instructor notebooks from `source` (default: origin's solutions/); every assignment generated.
 
     Afterwards course/exercises/<id>/ holds the learner versions and course/gradebook.db knows every assignment,
     ready for `nbgrader autograde`. Returns `course`.
@@ -66,8 +67,9 @@ def make_course(course: Path, origin: Path | None = None, source: Path | None = 
     course.mkdir(parents=True, exist_ok=True)
     for name in (CONFIG, FILE_NAME):
         shutil.copy(origin / name, course / name)
-    shutil.copytree(source or origin / SOURCE, course / SOURCE, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    for folder, copy_from in ((SOURCE, source or origin / SOURCE), (CHECKS, origin / CHECKS)):
+        shutil.copytree(copy_from, course / folder, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     run_nbgrader(["generate_assignment", "*", "--force"], course)     # every assignment, in one process
     return course
 

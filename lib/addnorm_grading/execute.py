@@ -2,11 +2,13 @@
 
 `BudgetedExecute` is nbgrader's Execute with a budget for the whole notebook on top of the per-cell timeout.
 `SandboxedExecute` starts each kernel through the `addnorm-sandbox` kernelspec (`addnorm_grading.sandbox`), tells
-it the limits of course.toml, and keeps grading the rest when a kernel dies. nbgrader_config.py names them.
+it the limits of course.toml, keeps grading the rest when a kernel dies, and keeps of the kernel's outputs only
+what `addnorm_grading.verdicts` allows. nbgrader_config.py names them.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
@@ -17,15 +19,18 @@ from importlib.resources import files
 from pathlib import Path
 
 from jupyter_client.kernelspec import KernelSpecManager
-from nbclient.exceptions import DeadKernelError
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Integer, Unicode, default
 
 from addnorm_grading import sandbox
 from addnorm_grading.course import SandboxLimits, read_course
+from addnorm_grading.judge import Judge, JudgeError
+from addnorm_grading.verdicts import is_test_cell, kernel_failure, message_from_outputs, verdict_outputs
 
 SANDBOX_KERNEL = "addnorm-sandbox"
+HELPERS = "test_helpers"                                  # the grade id of a notebook's locked helpers cell
 KERNELS = files("addnorm_grading") / "kernels"           # the addnorm-sandbox kernelspec, installed with the package
 UNSAFE_VARIABLE = "ADDNORM_UNSAFE_GRADING"
 
@@ -98,6 +103,11 @@ class SandboxedExecute(BudgetedExecute):
     _default_threads = _from_course("threads")
     _default_file_size = _from_course("file_size")
 
+    @cached_property
+    def judge(self) -> Judge:
+        """The judge of judged tests (`addnorm_grading.judge`): one per grading process, with the course's checks/."""
+        return Judge(self.course.root)
+
     @property
     def sandboxed(self) -> bool:
         """Whether kernels start in the sandbox (any other kernel_name is the documented opt-out)."""
@@ -111,13 +121,32 @@ class SandboxedExecute(BudgetedExecute):
     def preprocess(self, nb, resources=None, km=None):
         self._kernel_died = False
         self._connection_dirs = []
+        self._first_test = None            # index of the first test cell, once it has started
+        self._outputs_before_tests = []    # the outputs of the cells above it, as they were then
+        self._verdicts = {}                # test cell index -> its message (None: passed)
         if self.sandboxed:
             self._refuse_if_unavailable()
         try:
-            return super().preprocess(nb, resources, km)
+            nb, resources = super().preprocess(nb, resources, km)
         finally:
             for folder in self._connection_dirs:
                 shutil.rmtree(folder, ignore_errors=True)
+        self._keep_only_verdicts(nb)
+        return nb, resources
+
+    def _keep_only_verdicts(self, nb):
+        """Outputs as the first test found them above it; from it on, the verdicts and nothing else."""
+        if self._first_test is None:
+            return
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            if index < self._first_test:
+                cell.outputs = self._outputs_before_tests[index]
+            elif is_test_cell(cell):
+                cell.outputs = verdict_outputs(self._verdicts.get(index, "not run: the grading stopped before this test"))
+            else:
+                cell.outputs, cell.execution_count = [], None
 
     def _refuse_if_unavailable(self):
         if SandboxedExecute._refusal is None:
@@ -143,6 +172,50 @@ class SandboxedExecute(BudgetedExecute):
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
             return super().preprocess_cell(cell, resources, index)
+        if is_test_cell(cell) and self._first_test is None:
+            self._first_test = index
+            self._outputs_before_tests = [copy.deepcopy(c.get("outputs", [])) for c in self.nb.cells[:index]]
+        if self._first_test is not None and not is_test_cell(cell):
+            return cell, resources            # below the first test only tests run: nothing else reaches the learner
+        if is_test_cell(cell) and self.judge.judges(cell.source):
+            return self._judge_cell(cell, resources, index)
+        cell, resources = self._run_cell(cell, resources, index)
+        if is_test_cell(cell):
+            self._verdicts[index] = message_from_outputs(cell.outputs)
+        return cell, resources
+
+    def _judge_cell(self, cell, resources, index):
+        """A judged test: its observing code runs in the kernel, its verdict here (`addnorm_grading.judge`)."""
+        grade_id = cell.metadata["nbgrader"]["grade_id"]
+        try:
+            trial = self.judge.trial(resources["nbgrader"]["assignment"], grade_id, cell.source, self._helpers())
+        except JudgeError as error:
+            self.log.error("Test %s cannot be judged: %s", grade_id, error)
+            self._verdicts[index] = f"this test could not be run (a mistake in the course's tests: {grade_id})"
+            return cell, resources
+        probe = copy.deepcopy(cell)
+        probe.source = trial.kernel_code
+        probe, resources = self._run_cell(probe, resources, index)
+        self.nb.cells[index] = cell               # nbclient put the probe (the observing code) in its place
+        verdicts = trial.verdicts(probe.outputs, self._learner_text(), kernel_failure(probe.outputs))
+        self._verdicts[index] = verdicts.message
+        resources.setdefault("addnorm_verdicts", {})[grade_id] = verdicts
+        return cell, resources
+
+    def _helpers(self) -> str:
+        """The notebook's locked helpers cell (as the gradebook restored it), or ''."""
+        return next((c.source for c in self.nb.cells if c.cell_type == "code"
+                     and c.metadata.get("nbgrader", {}).get("grade_id") == HELPERS
+                     and c.metadata["nbgrader"].get("locked")), "")
+
+    def _learner_text(self) -> str:
+        """The learner's own cells (their solution cells and cells they added): where a quoted string may come from."""
+        def own(cell):
+            meta = cell.metadata.get("nbgrader", {})
+            return meta.get("solution", False) or not meta
+        return "\n".join(cell.source for cell in self.nb.cells if own(cell))
+
+    def _run_cell(self, cell, resources, index):
         if self._kernel_died:
             cell.outputs = [_error("KernelDied", "not run: the kernel stopped in an earlier cell")]
             return cell, resources
@@ -153,6 +226,12 @@ class SandboxedExecute(BudgetedExecute):
             self.log.warning("The kernel died in cell %d; the remaining cells are marked as not run", index)
             cell.outputs.append(_error("KernelDied", "the kernel stopped while running this cell (the code exited, "
                                        "killed its own process, or ran out of memory or processes)"))
+            return cell, resources
+        except CellTimeoutError:                 # no output for too long (e.g. the code broke the kernel's own I/O)
+            self._kernel_died = True
+            self.log.warning("The kernel stopped answering in cell %d; the remaining cells are marked as not run",
+                             index)
+            cell.outputs.append(_error("KernelUnresponsive", "the kernel stopped answering while running this cell"))
             return cell, resources
 
 

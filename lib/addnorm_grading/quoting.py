@@ -1,0 +1,77 @@
+"""What a judged test may quote of the learner's process: strings from the kernel only where the learner's own
+cells hold them; objects that are not data only by their type name; a failed `_run(...)` call by the instructor's
+own words for it, evaluated in the judge."""
+
+from __future__ import annotations
+
+import ast
+
+from addnorm_grading.observation import OBJECT
+
+
+def run_call(lines: list[str], at: int) -> tuple[ast.expr, ast.expr | None] | None:
+    """The (what, hint) argument nodes of the `_run(...)` call in the statement at line `at`, if it has one."""
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_run" and node.args
+                and node.lineno <= at <= (node.end_lineno or node.lineno)):
+            hint = next((k.value for k in node.keywords if k.arg == "hint"), None)
+            return node.args[0], hint
+    return None
+
+
+def evaluate(node: ast.expr | None, namespace: dict) -> str:
+    """An argument of the instructor's `_run` call, evaluated in the judge (its text, or '' if it cannot be)."""
+    if node is None:
+        return ""
+    try:
+        value = eval(compile(ast.Expression(node), "<judge: _run>", "eval"), dict(namespace))
+    except Exception:
+        return ""
+    return value if isinstance(value, str) else ""
+
+
+class Opaque:
+    """Stands in the judge for an object of the learner's that is not data: it has that object's type name and
+    nothing else (so a check's `type(x).__name__` reads as in the kernel; the name is quoted only if it is the
+    learner's)."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+
+def opaque(value):
+    """An observation with each marker of a non-data object replaced by an Opaque of that type name."""
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == OBJECT and isinstance(value[1], str):
+        try:
+            return type(value[1], (Opaque,), {})()
+        except (TypeError, ValueError):
+            return Opaque()
+    if isinstance(value, list):
+        return [opaque(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(opaque(v) for v in value)
+    if isinstance(value, dict):
+        return {k: opaque(v) for k, v in value.items()}
+    return value
+
+
+def strings_not_in(value, learner_text: str, found: set[str] | None = None) -> set[str]:
+    """Every string inside an observation (names, object markers' type names) that the learner's cells lack."""
+    found = set() if found is None else found
+    if isinstance(value, str):
+        if len(value) >= 3 and value not in learner_text:
+            found.add(value)
+    elif isinstance(value, Opaque):
+        strings_not_in(type(value).__name__, learner_text, found)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            strings_not_in(item, learner_text, found)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            strings_not_in(key, learner_text, found)
+            strings_not_in(item, learner_text, found)
+    return found

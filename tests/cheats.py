@@ -1,0 +1,199 @@
+"""Cheating submissions, as a learner could write them in an afternoon: each is a piece of code placed at the end of
+a learner's last solution cell. tests/test_forgery.py grades each with a plain `nbgrader autograde` and checks that
+it scores no more than the same notebook without it, and that no line of a hidden test reaches its feedback.
+
+`base` is the notebook the cheat is added to: "blank" (the released exercise, untouched) or "garbage" (solutions
+that return the right shapes and wrong values, see GARBAGE), which scores zero without a cheat.
+"""
+
+from __future__ import annotations
+
+# 05_positional_encoding: wrong values of the right shapes; without a cheat this scores zero.
+GARBAGE = '''
+def sinusoidal_encoding(max_len, d_model):
+    return torch.zeros(max_len, d_model)
+
+
+class Embedding(nn.Module):
+    def __init__(self, vocab_size, d_model, max_len=512):
+        super().__init__()
+        self.d_model = d_model
+        self.tokens = nn.Embedding(vocab_size, d_model)
+
+    def forward(self, tokens):
+        return torch.zeros(*tokens.shape, self.d_model)
+'''
+
+# Code that smuggles what the kernel sees into the feedback: the running cell's source, the inputs' history.
+_SOURCE = "get_ipython().user_ns['_ih'][-1]"
+
+CHEATS: dict[str, tuple[str, str]] = {
+    # ---- changing how the tests run ------------------------------------------------------------------------
+    "input_transformer_pass": ("blank", '''
+get_ipython().input_transformers_cleanup.append(lambda lines: ["pass\\n"])
+'''),
+    "input_transformer_try_except": ("blank", '''
+def _wrap(lines):
+    return ["try:\\n"] + ["    " + line for line in lines] + ["\\n", "except BaseException:\\n", "    pass\\n"]
+get_ipython().input_transformers_cleanup.append(_wrap)
+'''),
+    "ast_transformer_empty_cells": ("blank", '''
+import ast
+class _Empty(ast.NodeTransformer):
+    def visit_Module(self, node):
+        node.body = [ast.Pass()]
+        return node
+get_ipython().ast_transformers.append(_Empty())
+'''),
+    "ast_transformer_no_asserts": ("garbage", GARBAGE + '''
+import ast
+class _NoAsserts(ast.NodeTransformer):
+    def visit_Assert(self, node):
+        return ast.Pass()
+    def visit_Raise(self, node):
+        return ast.Pass()
+get_ipython().ast_transformers.append(_NoAsserts())
+'''),
+    "custom_exception_handler": ("blank", '''
+get_ipython().set_custom_exc((BaseException,), lambda shell, etype, value, tb, tb_offset=None: None)
+'''),
+    "replaced_showtraceback": ("blank", '''
+get_ipython().showtraceback = lambda *args, **kwargs: None
+get_ipython()._showtraceback = lambda *args, **kwargs: None
+'''),
+    "settrace_jumps_over_asserts": ("garbage", GARBAGE + '''
+import linecache, sys, threading
+def _jump(frame, event, arg):
+    if event == "line":
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        if line.startswith(("assert", "raise")):
+            try:
+                frame.f_lineno = frame.f_lineno + 1
+            except ValueError:
+                pass
+    return _jump
+sys.settrace(lambda frame, event, arg: _jump)
+threading.settrace(lambda frame, event, arg: _jump)
+'''),
+    "pre_run_hook_swallows_by_rewriting": ("blank", '''
+def _neuter(info):
+    get_ipython().user_ns["AssertionError"] = Warning
+get_ipython().events.register("pre_run_cell", _neuter)
+'''),
+    "patched_builtins": ("garbage", GARBAGE + '''
+import builtins
+builtins.isinstance = lambda *args: True
+builtins.all = lambda *args: True
+builtins.any = lambda *args: False
+builtins.abs = lambda *args: 0
+builtins.max = lambda *args, **kwargs: 0
+builtins.min = lambda *args, **kwargs: 0
+builtins.sum = lambda *args, **kwargs: 30 * 8
+'''),
+    "patched_torch_comparisons": ("garbage", GARBAGE + '''
+torch.allclose = lambda *args, **kwargs: True
+torch.equal = lambda *args, **kwargs: True
+torch.Tensor.allclose = lambda *args, **kwargs: True
+torch.Tensor.__eq__ = lambda *args, **kwargs: True
+torch.Tensor.__bool__ = lambda self: True
+torch.Tensor.item = lambda self: 0.0
+torch.isfinite = lambda t: torch.ones((), dtype=torch.bool)
+'''),
+    "lying_tensor_subclass": ("garbage", '''
+class _Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal", "eq", "__eq__", "isfinite", "all"):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+''' + GARBAGE.replace("return torch.zeros(max_len, d_model)", "return torch.zeros(max_len, d_model).as_subclass(_Liar)")
+     .replace("return torch.zeros(*tokens.shape, self.d_model)",
+              "return torch.zeros(*tokens.shape, self.d_model).as_subclass(_Liar)")),
+    "lying_object": ("garbage", '''
+class _Yes:
+    shape = property(lambda self: _Shape())
+    dtype = property(lambda self: torch.float32)
+    def __eq__(self, other): return True
+    def __bool__(self): return True
+    def __getattr__(self, name): return lambda *args, **kwargs: self
+    def __getitem__(self, key): return self
+    def __sub__(self, other): return self
+    __rsub__ = __add__ = __mul__ = __rmul__ = __truediv__ = __abs__ = __sub__
+class _Shape(tuple):
+    def __eq__(self, other): return True
+def sinusoidal_encoding(max_len, d_model):
+    return _Yes()
+class Embedding(nn.Module):
+    def __init__(self, vocab_size, d_model, max_len=512):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, d_model)
+    def forward(self, tokens):
+        return _Yes()
+'''),
+    # ---- carrying the hidden tests out into the feedback ------------------------------------------------------
+    "pre_run_hook_prints_source": ("blank", '''
+get_ipython().events.register("pre_run_cell", lambda info: print(info.raw_cell))
+'''),
+    "post_run_hook_displays_source": ("blank", '''
+from IPython.display import display
+get_ipython().events.register("post_run_cell", lambda result: display(result.info.raw_cell))
+'''),
+    "update_display_of_an_earlier_output": ("blank", f'''
+from IPython.display import display
+_handle = display("my notes", display_id=True)
+get_ipython().events.register("pre_run_cell", lambda info: _handle.update(info.raw_cell))
+'''),
+    "displayhook_result": ("blank", '''
+get_ipython().events.register("post_run_cell", lambda result: get_ipython().displayhook(result.info.raw_cell))
+'''),
+    "prints_history_In": ("blank", '''
+get_ipython().events.register("post_run_cell", lambda result: print(get_ipython().user_ns["In"]))
+'''),
+    "thread_prints_history": ("blank", '''
+import threading, time
+def _leak():
+    for _ in range(600):
+        print(get_ipython().user_ns["_ih"][-1], flush=True)
+        time.sleep(0.05)
+threading.Thread(target=_leak, daemon=True).start()
+'''),
+    "stderr_carries_source": ("blank", '''
+import sys
+get_ipython().events.register("pre_run_cell", lambda info: sys.stderr.write(info.raw_cell))
+'''),
+    "source_in_exception_text": ("blank", f'''
+def sinusoidal_encoding(max_len, d_model):
+    raise ValueError({_SOURCE})
+class Embedding(nn.Module):
+    def __init__(self, vocab_size, d_model, max_len=512):
+        super().__init__()
+        raise AssertionError({_SOURCE})
+'''),
+    "source_in_class_and_parameter_names": ("blank", f'''
+def _named(text):
+    return "".join(ch if ch.isalnum() else "_" for ch in text)[:250]
+class Embedding(nn.Module):
+    def __init__(self, vocab_size, d_model, max_len=512):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, d_model)
+        self.register_parameter(_named({_SOURCE}), nn.Parameter(torch.zeros(1)))
+    def forward(self, tokens):
+        return type({_SOURCE}, (), {{}})()
+def sinusoidal_encoding(max_len, d_model):
+    return type({_SOURCE}, (), {{}})()
+'''),
+    "kill_kernel_at_first_test": ("blank", '''
+import os, signal
+get_ipython().events.register("pre_run_cell", lambda info: os.kill(os.getpid(), signal.SIGKILL)
+                              if "[observe]" in info.raw_cell or "_addnorm" in info.raw_cell else None)
+'''),
+    "exit_kernel_at_first_test": ("blank", '''
+import os
+get_ipython().events.register("pre_run_cell", lambda info: os._exit(0)
+                              if "[observe]" in info.raw_cell or "_addnorm" in info.raw_cell else None)
+'''),
+    "replaced_observe_function": ("garbage", GARBAGE + '''
+import addnorm_grading.observation as _obs
+_obs.observe = lambda namespace, inputs, source, names: None
+'''),
+}

@@ -1,0 +1,148 @@
+"""Grades no learner code can forge, hidden tests that never leave the grader.
+
+- What gets into grading: a submission placed in the exchange by hand with symbolic links to instructor files never
+  brings their content into submitted/ (collect leaves links out: addnorm_grading.exchange.SafeCollect).
+- Cheats (tests/cheats.py), each graded with a plain `nbgrader autograde` of a judged exercise: none scores more than
+  the same notebook without it, and no line of a hidden check reaches its autograded outputs or its feedback.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from addnorm_grading import coursework
+from addnorm_grading.course import read_course
+from addnorm_grading.exchange import links_in
+from cheats import CHEATS, GARBAGE
+
+pytestmark = pytest.mark.slow
+
+
+def inbound_folder(exchange: Path, course_id: str, student: str, assignment: str) -> Path:
+    """A submission as `nbgrader submit` lays it out in the exchange's inbound folder (made by hand here)."""
+    folder = exchange / course_id / "inbound" / f"{student}+{assignment}+2026-12-01 10:00:00.000000 UTC+abcdef"
+    folder.mkdir(parents=True)
+    (folder / "timestamp.txt").write_text("2026-12-01 10:00:00.000000 UTC")
+    return folder
+
+
+def test_collect_follows_no_symbolic_link(tmp_path):
+    course = coursework.make_course(tmp_path / "course")
+    course_id = read_course(course / "course.toml").id
+    exchange = tmp_path / "exchange"
+    solution = course / "solutions" / "01_residual" / "residual.ipynb"
+    (course / "gradebook.db").touch()
+
+    ann = inbound_folder(exchange, course_id, "ann", "01_residual")
+    (ann / "residual.ipynb").write_text((course / "exercises" / "01_residual" / "residual.ipynb").read_text())
+    (ann / "answers.ipynb").symlink_to(solution)                    # a link to the instructor's notebook
+    (ann / "grades.db").symlink_to(course / "gradebook.db")        # to the gradebook
+    (ann / "all").symlink_to(course / "solutions")                  # to a whole folder
+    (ann / "sub").mkdir()
+    (ann / "sub" / "deeper.ipynb").symlink_to(solution)            # one folder down
+    # a submission folder that is itself a link to the instructor's notebooks
+    bob = exchange / course_id / "inbound" / "bob+01_residual+2026-12-01 10:00:00.000000 UTC+abcdef"
+    bob.symlink_to(course / "solutions" / "01_residual", target_is_directory=True)
+
+    result = coursework.run_nbgrader(["collect", "01_residual", f"--Exchange.root={exchange}"], course)
+    log = result.stdout + result.stderr
+
+    collected = course / "submitted" / "ann" / "01_residual"
+    assert (collected / "residual.ipynb").is_file(), log
+    assert links_in(str(collected)) == [], links_in(str(collected))
+    names = sorted(str(p.relative_to(collected)) for p in collected.rglob("*"))
+    assert names == ["residual.ipynb", "sub", "timestamp.txt"], names
+    assert "BEGIN SOLUTION" not in "".join(p.read_text() for p in collected.rglob("*") if p.is_file())
+    assert "symbolic links left out" in log and "answers.ipynb" in log, log[-3000:]
+    assert not (course / "submitted" / "bob" / "01_residual").exists(), "a submission folder that is a link was collected"
+    assert "is a symbolic link" in log, log[-3000:]
+    assert os.path.islink(bob)                                      # nothing was changed in the exchange
+
+
+# ---- cheating submissions (tests/cheats.py), graded with a plain `nbgrader autograde` -----------------------
+
+JUDGED = "05_positional_encoding"          # the exercises whose tests the judge decides (the others: not yet)
+NOTEBOOK = "positional_encoding.ipynb"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def with_code_at_the_end_of_the_last_solution_cell(text: str, code: str) -> str:
+    nb = nbformat.reads(text, as_version=4)
+    last = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"][-1]
+    last.source += "\n" + code
+    return nbformat.writes(nb)
+
+
+def hidden_lines(assignment: str) -> list[str]:
+    """The lines of an assignment's hidden checks that a learner never sees (those of its released notebook aside)."""
+    released = (ROOT / "exercises" / assignment / NOTEBOOK).read_text(encoding="utf-8")
+    released_lines = {line.strip() for cell in nbformat.reads(released, as_version=4).cells
+                      for line in cell.source.splitlines()}
+    lines = {line.strip() for path in (ROOT / "checks" / assignment).glob("*.py")
+             for line in path.read_text(encoding="utf-8").splitlines()}
+    return sorted(line for line in lines - released_lines if len(line) >= 12 and not line.startswith("#"))
+
+
+@pytest.fixture(scope="module")
+def cheated(tmp_path_factory):
+    """One course, one autograde run and one generate_feedback run over every cheat and its two bases."""
+    course = coursework.make_course(tmp_path_factory.mktemp("cheats") / "course")
+    blank = (course / "exercises" / JUDGED / NOTEBOOK).read_text(encoding="utf-8")
+    bases = {"blank": blank, "garbage": with_code_at_the_end_of_the_last_solution_cell(blank, GARBAGE)}
+    for name, text in bases.items():
+        coursework.submit(course, f"base-{name}", JUDGED, {NOTEBOOK: text})
+    for name, (base, code) in CHEATS.items():
+        coursework.submit(course, name, JUDGED, {NOTEBOOK: with_code_at_the_end_of_the_last_solution_cell(
+            blank if base == "blank" else bases["garbage"], code)})
+    result = coursework.run_nbgrader(["autograde", JUDGED, "--force"], course, check=False, timeout=3000)
+    coursework.run_nbgrader(["generate_feedback", JUDGED, "--force"], course, check=False, timeout=1200)
+    return dict(course=course, scores=coursework.scores(course), log=result.stdout + result.stderr)
+
+
+def test_there_are_at_least_twenty_cheats():
+    assert len(CHEATS) >= 20
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_a_cheat_scores_no_more_than_the_notebook_without_it(cheated, cheat):
+    base = CHEATS[cheat][0]
+    without = cheated["scores"][(f"base-{base}", JUDGED, NOTEBOOK[:-6])]["code"]
+    assert without == 0, f"the {base} notebook alone should score zero, it scores {without}"
+    key = (cheat, JUDGED, NOTEBOOK[:-6])
+    assert key in cheated["scores"], f"{cheat} was not graded:\n{cheated['log'][-3000:]}"
+    assert cheated["scores"][key]["code"] <= without, f"{cheat} scores {cheated['scores'][key]}"
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_no_hidden_test_line_reaches_a_cheats_feedback(cheated, cheat):
+    course = cheated["course"]
+    autograded = nbformat.read(course / "autograded" / cheat / JUDGED / NOTEBOOK, as_version=4)
+    outputs = nbformat.writes(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(outputs=c.get("outputs", [])) for c in autograded.cells if c.cell_type == "code"]))
+    feedback = (course / "feedback" / cheat / JUDGED / NOTEBOOK.replace(".ipynb", ".html")).read_text(encoding="utf-8")
+    feedback = html.unescape(re.sub(r"<[^>]+>", "", feedback))    # the words, as the learner reads them
+    submitted = (course / "submitted" / cheat / JUDGED / NOTEBOOK).read_text(encoding="utf-8")
+    for line in hidden_lines(JUDGED):
+        if line in submitted:                  # the cheat's own code happens to hold it (`import addnorm`)
+            continue
+        assert line not in outputs, f"{cheat}: a hidden line in the autograded outputs: {line!r}"
+        assert line not in feedback, f"{cheat}: a hidden line in the feedback: {line!r}"
+
+
+def test_a_test_cell_holds_exactly_its_verdict(cheated):
+    """After autograde, a test cell has no output or one AssertionError whose message is its whole traceback."""
+    for student in ("pre_run_hook_prints_source", "displayhook_result", "base-blank"):
+        nb = nbformat.read(cheated["course"] / "autograded" / student / JUDGED / NOTEBOOK, as_version=4)
+        tests = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
+        assert tests
+        for cell in tests:
+            assert len(cell.outputs) <= 1, (student, cell.outputs)
+            for output in cell.outputs:
+                assert output.output_type == "error" and output.ename == "AssertionError", output
+                assert output.traceback == [output.evalue], output

@@ -1,0 +1,208 @@
+"""The judge (addnorm_grading.judge) on its own, without nbgrader: what crosses from the kernel is data, what it
+says is decided here, and what it may quote is the learner's own. Fast: the kernel is played by `observe` called
+in this process on a namespace standing for the learner's."""
+
+from __future__ import annotations
+
+import linecache
+import textwrap
+
+import pytest
+import torch
+from IPython import display as ipython_display
+
+from addnorm_grading import observation
+from addnorm_grading.judge import Judge, JudgeError
+from addnorm_grading.observation import MIME, ObservationError
+from addnorm_grading.sections import Sections, assigned_names
+
+VISIBLE = textwrap.dedent('''\
+    import torch
+
+    # [inputs]
+    x = torch.arange(6.0).reshape(2, 3)
+    # [observe]
+    out = double(x)
+    # [check]
+    assert isinstance(out, torch.Tensor) and tuple(out.shape) == (2, 3), (
+        f"double(x) must keep the shape (2, 3), got {getattr(out, 'shape', type(out).__name__)}")
+    assert torch.equal(out, 2 * x), f"double(x) should be 2·x; yours is {out.tolist()}"
+''')
+
+HIDDEN = textwrap.dedent('''\
+    import torch
+
+    # [inputs]
+    torch.manual_seed(SEED)
+    y = torch.randn(4, 5)
+    # [observe]
+    hidden_out = double(y)
+    # [check]
+    assert torch.equal(hidden_out, 2 * y), "double must work for every shape (the secret test says so)"
+''')
+
+
+@pytest.fixture
+def judge(tmp_path):
+    checks = tmp_path / "checks"
+    (checks / "ex").mkdir(parents=True)
+    (checks / "secret_seed").write_text("1234\n")
+    (checks / "ex" / "test_double.py").write_text(HIDDEN)
+    return Judge(tmp_path)
+
+
+def kernel(code: str, learner: str) -> list:
+    """Run a trial's kernel code as the learner's kernel would, in a fresh namespace holding the learner's cells;
+    return the outputs it displayed."""
+    outputs, namespace = [], {}
+    name = f"<learner cell {abs(hash(learner))}>"           # as IPython does: the cell's source in linecache
+    linecache.cache[name] = (len(learner), None, learner.splitlines(keepends=True), name)
+    exec(compile(learner, name, "exec"), namespace)
+    original = ipython_display.display
+    ipython_display.display = lambda data, raw=False: outputs.append({"output_type": "display_data", "data": data})
+    try:
+        exec(code, namespace)
+    finally:
+        ipython_display.display = original
+    return outputs
+
+
+def verdicts(judge, learner: str):
+    trial = judge.trial("ex", "test_double", VISIBLE)
+    return trial.verdicts(kernel(trial.kernel_code, learner), learner)
+
+
+def test_sections_and_the_names_they_assign():
+    sections = Sections.parse(VISIBLE)
+    assert sections.judged and sections.preamble.strip() == "import torch"
+    assert sections.parts["observe"].strip() == "out = double(x)"
+    assert assigned_names("a = 1\nfor b in range(2):\n    c = [d for d in range(b)]\nwith f() as e:\n    pass") == \
+        ["a", "b", "c", "e"]
+    assert not Sections.parse("assert True").judged
+
+
+def test_a_right_answer_passes_and_a_wrong_one_gets_the_visible_message(judge):
+    right = verdicts(judge, "def double(x):\n    return x * 2\n")
+    assert right.visible is None and right.hidden is None and right.message is None
+    wrong = verdicts(judge, "def double(x):\n    return x + 1\n")
+    assert wrong.visible.startswith("double(x) should be 2·x; yours is [[1.0, 2.0, 3.0]")
+
+
+def test_the_hidden_check_runs_on_the_judges_own_inputs(judge):
+    """A learner that special-cases the visible input passes the visible check and fails the hidden one."""
+    learner = "import torch\ndef double(x):\n    return 2 * x if x.shape == (2, 3) else torch.zeros_like(x)\n"
+    result = verdicts(judge, learner)
+    assert result.visible is None and result.hidden == "double must work for every shape (the secret test says so)"
+    trial = judge.trial("ex", "test_double", VISIBLE)
+    assert "randn" not in trial.kernel_code and "SEED" not in trial.kernel_code   # only data and observing lines
+
+
+def test_an_observation_that_lies_about_its_input_changes_nothing(judge):
+    """The check compares with the judge's own x, never with an x read back from the kernel."""
+    learner = "def double(x):\n    global x_forged\n    return x * 0\nx = None\n"
+    trial = judge.trial("ex", "test_double", VISIBLE)
+    outputs = kernel(trial.kernel_code.replace("'out'", "'out', 'x'"), learner)   # the kernel also reports an x
+    assert trial.verdicts(outputs, learner).visible.startswith("double(x) should be 2·x")
+
+
+@pytest.mark.parametrize("outputs, says", [
+    ([], "none arrived"),
+    ([{"output_type": "stream", "text": "hello"}], "none arrived"),
+    ([{"output_type": "display_data", "data": {MIME: {"observation": "bm90IGRhdGE="}}}], "cannot be read as data"),
+    ([{"output_type": "display_data", "data": {MIME: {"observation": "A" * (observation.MAX_BYTES + 4)}}}],
+     "allowed"),
+    ([{"output_type": "display_data", "data": {MIME: {"other": 1}}}], "not in the expected form"),
+])
+def test_a_missing_malformed_or_oversized_observation_is_a_failed_test(judge, outputs, says):
+    trial = judge.trial("ex", "test_double", VISIBLE)
+    result = trial.verdicts(outputs, "")
+    assert result.visible == result.hidden and "no result" in result.visible and says in result.visible
+
+
+def test_two_observations_are_refused():
+    payload = {"output_type": "display_data",
+               "data": {MIME: {"observation": observation.encode({"values": {}, "raised": None})}}}
+    with pytest.raises(ObservationError, match="2 arrived"):
+        observation.read([payload, payload])
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+def test_pickled_code_is_never_run():
+    import base64
+    import pickle
+
+    class Boom:
+        def __reduce__(self):
+            return (exec, ("raise SystemExit('ran')",))
+
+    with pytest.raises(ObservationError):
+        observation.decode(base64.b64encode(pickle.dumps(Boom())).decode())
+
+
+def test_strings_from_the_kernel_are_quoted_only_where_the_learner_wrote_them(judge):
+    secret = "HIDDEN-SOURCE-TEXT"
+    made_up = f"def double(x):\n    return type({secret!r} .lower(), (), {{}})()\n"    # a class named by a string
+    result = verdicts(judge, made_up)
+    assert "hidden-source-text" not in result.visible and "got …" in result.visible
+    own = "class Wrong:\n    pass\ndef double(x):\n    return Wrong()\n"                  # a name of their own
+    assert verdicts(judge, own).visible.endswith("got Wrong")
+
+
+def test_an_exception_is_told_by_its_call_type_and_the_learners_own_line(judge):
+    learner = "def double(x):\n    raise ValueError('my own words')\n"
+    assert verdicts(judge, learner).visible == ("`out = double(x)` raised ValueError at "
+                                                "`raise ValueError('my own words')`: my own words")
+    # the observing code, hidden lines included, read from the frame that runs it, as the exception's text
+    smuggled = ("import inspect\ndef double(x):\n"
+                "    raise ValueError(next(f.frame.f_locals['source'] for f in inspect.stack() if 'source' in f.frame.f_locals))\n")
+    result = verdicts(judge, smuggled)
+    assert result.visible.startswith("`out = double(x)` raised ValueError at `raise ValueError(next(")
+    assert "hidden_out" not in result.visible + result.hidden
+    custom = "def double(x):\n    raise type('Leaky' + ' Name', (Exception,), {})()\n"   # a type named at run time
+    message = verdicts(judge, custom).visible
+    assert "Leaky Name" not in message and message.startswith("`out = double(x)` raised an exception at `raise type(")
+    own = "class MyError(Exception):\n    pass\ndef double(x):\n    raise MyError()\n"
+    assert verdicts(judge, own).visible == "`out = double(x)` raised MyError at `raise MyError()`"
+
+
+def test_a_failed_run_helper_call_gets_the_helpers_message(tmp_path):
+    (tmp_path / "checks" / "ex").mkdir(parents=True)
+    (tmp_path / "checks" / "secret_seed").write_text("7")
+    source = textwrap.dedent('''\
+        # [inputs]
+        n = 3
+        # [observe]
+        out = _run(f"double on {n} numbers", double, n, hint="Multiply by two.")
+        # [check]
+        assert out == 6
+    ''')
+    helpers = ("def _run(what, function, *args, hint='', **kwargs):\n"
+               "    if globals().get('_addnorm_observing'):\n        return function(*args, **kwargs)\n"
+               "    raise RuntimeError('not in a test')\n")
+    learner = "def double(n):\n    return n.missing\n"
+    trial = Judge(tmp_path).trial("ex", "test_double", source)
+    result = trial.verdicts(kernel(trial.kernel_code, helpers + learner), learner)
+    assert result.visible == "double on 3 numbers raised AttributeError at `return n.missing`. Multiply by two."
+
+
+def test_hidden_names_that_clash_with_the_visible_ones_are_the_instructors_mistake(tmp_path):
+    (tmp_path / "checks" / "ex").mkdir(parents=True)
+    (tmp_path / "checks" / "secret_seed").write_text("7")
+    (tmp_path / "checks" / "ex" / "test_double.py").write_text("# [inputs]\nx = 5\n# [observe]\n# [check]\n")
+    with pytest.raises(JudgeError, match=r"\['x'\]"):
+        Judge(tmp_path).trial("ex", "test_double", VISIBLE)
+
+
+def test_a_missing_seed_is_said_with_its_file(tmp_path):
+    (tmp_path / "checks" / "ex").mkdir(parents=True)
+    with pytest.raises(JudgeError, match="secret_seed"):
+        Judge(tmp_path).trial("ex", "test_double", VISIBLE)
+
+
+def test_data_crosses_as_data():
+    value = {"t": torch.ones(2, requires_grad=True) * 3, "shape": torch.Size([2, 3]), "n": [1, 2.5, None, "ab"],
+             "module": torch.nn.Linear(2, 2), "dtype": torch.float16}
+    back = observation.decode(observation.encode(observation.as_data(value)))
+    assert torch.equal(back["t"], torch.full((2,), 3.0)) and not back["t"].requires_grad
+    assert back["shape"] == (2, 3) and back["n"] == [1, 2.5, None, "ab"]
+    assert back["module"] == (observation.OBJECT, "Linear") and back["dtype"] == (observation.OBJECT, "torch.float16")
