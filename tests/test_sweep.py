@@ -172,7 +172,8 @@ def test_verdicts_follow_the_stated_thresholds():
     blind = 0.29
     assert verdict(TRAINS_AT, False, blind) == "trains" and verdict(TRAINS_AT - 1e-6, False, blind) == "between"
     assert verdict(blind + PLATEAU_BAND, False, blind) == "plateau" and verdict(blind - 0.04, False, blind) == "plateau"
-    assert verdict(0.10, False, blind) == "below" and verdict(0.99, True, blind) == "diverges"
+    assert verdict(0.10, False, blind) == "chance" and verdict(0.19, False, blind) == "below"
+    assert verdict(0.99, True, blind) == "diverges" and verdict(None, True, blind) == "diverges"
 
 
 def test_quick_budget_study_writes_checkpoints_and_the_position_blind_level(tmp_path):
@@ -188,3 +189,17 @@ def test_quick_budget_study_writes_checkpoints_and_the_position_blind_level(tmp_
     assert content["meta"]["variants"]["post_ln_warmup400"]["warmup_steps"] == 400
     for result in content["results"]:
         assert [c["steps"] for c in result["checkpoints"]] == list(QUICK_BUDGET_SETTINGS["checkpoints"])
+
+
+def test_the_committed_budget_study_has_provenance_and_its_whole_grid():
+    from addnorm.lab.budget import BUDGET_FILE, BUDGET_GRID, BUDGET_SETTINGS, verdicts
+
+    path = ROOT / BUDGET_FILE
+    assert path.is_file(), f"{BUDGET_FILE} is missing: it is committed (made by `make budget`)"
+    content = json.loads(path.read_text())
+    check_results_file(content, BUDGET_GRID)
+    meta = content["meta"]
+    assert meta["command"] == "make budget" and meta["settings"]["steps"] == BUDGET_SETTINGS["steps"]
+    assert meta["settings"]["checkpoints"] == list(BUDGET_SETTINGS["checkpoints"])
+    found = verdicts(load_sweep(path))
+    assert len(found) == len(cells(BUDGET_GRID)) and all(len(v) == 3 for v in found.values())

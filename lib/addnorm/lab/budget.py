@@ -9,8 +9,12 @@ measurement shows, by the thresholds below.
 
 from __future__ import annotations
 
-from .sweep import held_out_batch
+from .sweep import VARIANTS, held_out_batch, run_cell
 from .sweep_file import Sweep, load_sweep
+from .sweep_maps import ACCURACY_TOLERANCE, book_root
+
+BUDGET_FILE = "data/postln_budget.json"
+REFRESH_COMMAND = "make budget"
 
 # The budget study (`make budget`): the cells that fail the 300-step map, trained ten times as long and measured
 # at three budgets. Post-LN without and with warm-ups of fixed length (100 and 400 steps: the same schedule
@@ -31,6 +35,7 @@ QUICK_BUDGET_SETTINGS: dict = dict(steps=12, checkpoints=(4, 8, 12), eval_exampl
 # Verdicts, by stated thresholds (held-out token accuracy; chance is 0.10 on 10 symbols).
 TRAINS_AT = 0.9          # trains: accuracy ≥ 0.9
 PLATEAU_BAND = 0.05      # plateau: within 0.05 of the position-blind level (each sequence's mode everywhere)
+CHANCE = 0.1             # one symbol of ten everywhere: a finite loss, but nothing learned
 
 def position_blind_accuracy(settings: dict) -> float:
     """The best held-out accuracy without positions: predict each sequence's most frequent token everywhere."""
@@ -38,19 +43,94 @@ def position_blind_accuracy(settings: dict) -> float:
     return (tokens.mode(dim=1).values[:, None] == labels).float().mean().item()
 
 
-def verdict(accuracy: float, diverged: bool, position_blind: float) -> str:
-    """'diverges' (a non-finite loss), 'trains' (≥ TRAINS_AT), 'plateau' (within PLATEAU_BAND of the
-    position-blind level), else 'between' (above the plateau, below TRAINS_AT) or 'below' (under the plateau)."""
-    if diverged:
+def verdict(accuracy: float | None, diverged: bool, position_blind: float, chance: float = CHANCE) -> str:
+    """What a measurement shows: 'diverges' (the loss became non-finite), 'trains' (accuracy ≥ TRAINS_AT),
+    'plateau' (within PLATEAU_BAND of the position-blind level), 'chance' (within PLATEAU_BAND of chance: one
+    symbol everywhere), else 'between' (above the plateau) or 'below' (between chance and the plateau)."""
+    if diverged or accuracy is None:
         return "diverges"
     if accuracy >= TRAINS_AT:
         return "trains"
     if abs(accuracy - position_blind) <= PLATEAU_BAND:
         return "plateau"
+    if abs(accuracy - chance) <= PLATEAU_BAND:
+        return "chance"
     return "between" if accuracy > position_blind else "below"
 
 
+def course_budget() -> Sweep:
+    """The budget study committed with the course (data/postln_budget.json): the map's file form, each result
+    with its `checkpoints`."""
+    return load_sweep(book_root() / BUDGET_FILE)
 
-def load_budget(path) -> Sweep:
-    """Read the budget study's results file (the same form as the map's, each result with its checkpoints)."""
-    return load_sweep(path)
+
+def verdicts(budget: Sweep) -> dict[tuple[str, int, float, int], list[str]]:
+    """(variant, depth, lr, seed) -> the verdict at each of the file's checkpoints, in order."""
+    blind = budget.meta["position_blind"]
+    return {(r["variant"], r["depth"], float(r["lr"]), r["seed"]):
+            [verdict(c["accuracy"], c["diverged"], blind) for c in r["checkpoints"]] for r in budget.results}
+
+
+def rerun_checkpoints(budget: Sweep, cell: tuple[str, int, float, int], steps: int) -> None:
+    """Train a cell of the file again for its first `steps` steps (a checkpoint of the file), and fail unless each
+    checkpoint on the way keeps its verdict and an accuracy within ACCURACY_TOLERANCE of the file's."""
+    settings = dict(budget.meta["settings"])
+    stored = budget.cell(*cell)["checkpoints"]
+    reached = [c for c in stored if c["steps"] <= steps]
+    settings.update(steps=steps, checkpoints=[c["steps"] for c in reached])
+    new = run_cell(*cell, **settings)["checkpoints"]
+    blind = budget.meta["position_blind"]
+    for now, then in zip(new, reached):
+        a, b = (verdict(c["accuracy"], c["diverged"], blind) for c in (now, then))
+        close = now["diverged"] == then["diverged"] and (now["diverged"] or
+                                                         abs(now["accuracy"] - then["accuracy"]) <= ACCURACY_TOLERANCE)
+        print(f"{VARIANTS[cell[0]].label}, {cell[1]} layers, lr {cell[2]:g}, seed {cell[3]}, after {now['steps']} "
+              f"steps: {a} now ({now['accuracy']:.4f}), {b} in the file ({then['accuracy']:.4f})")
+        assert a == b and close, (f"{BUDGET_FILE} no longer matches the code ({cell}, {now['steps']} steps). "
+                                  f"Refresh it with `{REFRESH_COMMAND}` and commit it.")
+
+
+def draw_budget(budget: Sweep, variants: list[str], depths: list[int], ax_row) -> dict[tuple[str, int], list[float]]:
+    """For each depth, one panel: held-out accuracy (the worse seed, at the learning rate whose line lies highest)
+    against the budget, one line
+    per variant, with the thresholds of `verdict` drawn in. Returns the lines drawn: (variant, depth) -> values."""
+    blind, steps = budget.meta["position_blind"], budget.meta["settings"]["checkpoints"]
+    drawn = {}
+    for ax, depth in zip(ax_row, depths):
+        for variant in variants:
+            runs = [r for r in budget.results if (r["variant"], r["depth"]) == (variant, depth)]
+            if not runs:
+                continue
+            lrs = sorted({float(r["lr"]) for r in runs})
+            worse = {lr: [min((0.0 if c["diverged"] else c["accuracy"]) for r in runs if float(r["lr"]) == lr
+                              for c in r["checkpoints"] if c["steps"] == s) for s in steps] for lr in lrs}
+            best = max(lrs, key=lambda lr: sum(worse[lr]))          # the highest line: trains soonest
+            ax.plot(steps, worse[best], marker="o", label=f"{VARIANTS[variant].label} (lr {best:g})")
+            drawn[variant, depth] = worse[best]
+        ax.axhline(TRAINS_AT, color="tab:red", linestyle=":", linewidth=1)
+        ax.axhspan(blind - PLATEAU_BAND, blind + PLATEAU_BAND, color="grey", alpha=0.2, linewidth=0)
+        ax.set(xscale="log", xticks=steps, xticklabels=[f"{s:,}" for s in steps], ylim=(0, 1.02),
+               title=f"{depth} layers", xlabel="training steps")
+        ax.minorticks_off()
+    ax_row[0].set_ylabel("held-out token accuracy")
+    return drawn
+
+
+def budget_rows(budget: Sweep, lr_name=lambda lr: f"{lr:g}") -> tuple[list[str], list[list[str]]]:
+    """The study as a table: a row per (variant, depth), a column per budget; in each cell, the learning rates
+    at which both seeds end with each verdict ("a / b" where the two seeds disagree)."""
+    found = verdicts(budget)
+    steps = budget.meta["settings"]["checkpoints"]
+    rows = []
+    for variant, depth in dict.fromkeys((v, d) for v, d, _, _ in found):
+        lrs = sorted({lr for v, d, lr, _ in found if (v, d) == (variant, depth)})
+        seeds = sorted({s for v, d, _, s in found if (v, d) == (variant, depth)})
+        row = [f"{VARIANTS[variant].label}, {depth} layers"]
+        for i, _ in enumerate(steps):
+            by_verdict: dict[str, list[str]] = {}
+            for lr in lrs:
+                both = [found[variant, depth, lr, s][i] for s in seeds]
+                by_verdict.setdefault(" / ".join(dict.fromkeys(both)), []).append(lr_name(lr))
+            row.append("; ".join(f"{name} at {', '.join(at)}" for name, at in by_verdict.items()))
+        rows.append(row)
+    return ["", *[f"after {s:,} steps" for s in steps]], rows

@@ -50,7 +50,7 @@ VARIANTS: dict[str, Variant] = {
     "no_residual_post": Variant("no residual (Post-LN)", dict(residual=False, norm_first=False),
                                 about="LN(F(x)), no identity path"),
     "post_ln": Variant("Post-LN", dict(norm_first=False), about="LN(x + F(x)), the 2017 placement"),
-    "post_ln_warmup": Variant("Post-LN + warm-up", dict(norm_first=False), warmup=True,
+    "post_ln_warmup": Variant("Post-LN + warm-up 100", dict(norm_first=False), warmup=True,
                               about="LN(x + F(x)) with a linear learning-rate warm-up"),
     "post_ln_warmup400": Variant("Post-LN + warm-up 400", dict(norm_first=False), warmup=True, warmup_steps=400,
                                  about="LN(x + F(x)) with a 400-step linear learning-rate warm-up"),
