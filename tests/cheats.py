@@ -2,14 +2,15 @@
 a learner's last solution cell. tests/test_forgery.py grades each with a plain `nbgrader autograde` and checks that
 it scores no more than the same notebook without it, and that no line of a hidden test reaches its feedback.
 
-`base` is the notebook the cheat is added to: "blank" (the released exercise, untouched) or "garbage" (solutions
-that return the right shapes and wrong values, see GARBAGE), which scores zero without a cheat.
+`base` is the notebook the cheat is added to: "blank" (the released exercise, untouched, which scores zero) or
+"garbage" (the exercise's GARBAGE: solutions that return the right shapes and wrong values). CHEATS work on any
+exercise; SPECIFIC[assignment] holds those written against one exercise's classes.
 """
 
 from __future__ import annotations
 
-# 05_positional_encoding: wrong values of the right shapes; without a cheat this scores zero.
-GARBAGE = '''
+# Per exercise: wrong values of the right shapes (a base for the cheats that only change how the tests run).
+_GARBAGE_05 = '''
 def sinusoidal_encoding(max_len, d_model):
     return torch.zeros(max_len, d_model)
 
@@ -23,6 +24,19 @@ class Embedding(nn.Module):
     def forward(self, tokens):
         return torch.zeros(*tokens.shape, self.d_model)
 '''
+
+_GARBAGE_01 = '''
+class AddNorm(nn.Module):
+    def __init__(self, d_model, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.norm = LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, sublayer):
+        return torch.zeros_like(x) + 0 * sublayer(x)
+'''
+
+GARBAGE = {"01_residual": _GARBAGE_01, "05_positional_encoding": _GARBAGE_05}
 
 # Code that smuggles what the kernel sees into the feedback: the running cell's source, the inputs' history.
 _SOURCE = "get_ipython().user_ns['_ih'][-1]"
@@ -45,7 +59,7 @@ class _Empty(ast.NodeTransformer):
         return node
 get_ipython().ast_transformers.append(_Empty())
 '''),
-    "ast_transformer_no_asserts": ("garbage", GARBAGE + '''
+    "ast_transformer_no_asserts": ("garbage", '''
 import ast
 class _NoAsserts(ast.NodeTransformer):
     def visit_Assert(self, node):
@@ -61,7 +75,7 @@ get_ipython().set_custom_exc((BaseException,), lambda shell, etype, value, tb, t
 get_ipython().showtraceback = lambda *args, **kwargs: None
 get_ipython()._showtraceback = lambda *args, **kwargs: None
 '''),
-    "settrace_jumps_over_asserts": ("garbage", GARBAGE + '''
+    "settrace_jumps_over_asserts": ("garbage", '''
 import linecache, sys, threading
 def _jump(frame, event, arg):
     if event == "line":
@@ -80,7 +94,7 @@ def _neuter(info):
     get_ipython().user_ns["AssertionError"] = Warning
 get_ipython().events.register("pre_run_cell", _neuter)
 '''),
-    "patched_builtins": ("garbage", GARBAGE + '''
+    "patched_builtins": ("garbage", '''
 import builtins
 builtins.isinstance = lambda *args: True
 builtins.all = lambda *args: True
@@ -90,7 +104,7 @@ builtins.max = lambda *args, **kwargs: 0
 builtins.min = lambda *args, **kwargs: 0
 builtins.sum = lambda *args, **kwargs: 30 * 8
 '''),
-    "patched_torch_comparisons": ("garbage", GARBAGE + '''
+    "patched_torch_comparisons": ("garbage", '''
 torch.allclose = lambda *args, **kwargs: True
 torch.equal = lambda *args, **kwargs: True
 torch.Tensor.allclose = lambda *args, **kwargs: True
@@ -98,37 +112,6 @@ torch.Tensor.__eq__ = lambda *args, **kwargs: True
 torch.Tensor.__bool__ = lambda self: True
 torch.Tensor.item = lambda self: 0.0
 torch.isfinite = lambda t: torch.ones((), dtype=torch.bool)
-'''),
-    "lying_tensor_subclass": ("garbage", '''
-class _Liar(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in ("allclose", "equal", "eq", "__eq__", "isfinite", "all"):
-            return True
-        return super().__torch_function__(func, types, args, kwargs or {})
-''' + GARBAGE.replace("return torch.zeros(max_len, d_model)", "return torch.zeros(max_len, d_model).as_subclass(_Liar)")
-     .replace("return torch.zeros(*tokens.shape, self.d_model)",
-              "return torch.zeros(*tokens.shape, self.d_model).as_subclass(_Liar)")),
-    "lying_object": ("garbage", '''
-class _Yes:
-    shape = property(lambda self: _Shape())
-    dtype = property(lambda self: torch.float32)
-    def __eq__(self, other): return True
-    def __bool__(self): return True
-    def __getattr__(self, name): return lambda *args, **kwargs: self
-    def __getitem__(self, key): return self
-    def __sub__(self, other): return self
-    __rsub__ = __add__ = __mul__ = __rmul__ = __truediv__ = __abs__ = __sub__
-class _Shape(tuple):
-    def __eq__(self, other): return True
-def sinusoidal_encoding(max_len, d_model):
-    return _Yes()
-class Embedding(nn.Module):
-    def __init__(self, vocab_size, d_model, max_len=512):
-        super().__init__()
-        self.tokens = nn.Embedding(vocab_size, d_model)
-    def forward(self, tokens):
-        return _Yes()
 '''),
     # ---- carrying the hidden tests out into the feedback ------------------------------------------------------
     "pre_run_hook_prints_source": ("blank", '''
@@ -161,7 +144,58 @@ threading.Thread(target=_leak, daemon=True).start()
 import sys
 get_ipython().events.register("pre_run_cell", lambda info: sys.stderr.write(info.raw_cell))
 '''),
-    "source_in_exception_text": ("blank", f'''
+    "kill_kernel_at_first_test": ("blank", '''
+import os, signal
+get_ipython().events.register("pre_run_cell", lambda info: os.kill(os.getpid(), signal.SIGKILL)
+                              if "[observe]" in info.raw_cell or "_addnorm" in info.raw_cell else None)
+'''),
+    "exit_kernel_at_first_test": ("blank", '''
+import os
+get_ipython().events.register("pre_run_cell", lambda info: os._exit(0)
+                              if "[observe]" in info.raw_cell or "_addnorm" in info.raw_cell else None)
+'''),
+    "replaced_observe_function": ("garbage", '''
+import addnorm_grading.observation as _obs
+_obs.observe = lambda namespace, inputs, source, names: None
+'''),
+}
+
+
+# Written against one exercise's own classes and functions.
+SPECIFIC: dict[str, dict[str, tuple[str, str]]] = {
+    "05_positional_encoding": {
+        "lying_tensor_subclass": ("garbage", '''
+class _Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal", "eq", "__eq__", "isfinite", "all"):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+''' + _GARBAGE_05.replace("return torch.zeros(max_len, d_model)", "return torch.zeros(max_len, d_model).as_subclass(_Liar)")
+            .replace("return torch.zeros(*tokens.shape, self.d_model)",
+                     "return torch.zeros(*tokens.shape, self.d_model).as_subclass(_Liar)")),
+        "lying_object": ("garbage", '''
+class _Yes:
+    shape = property(lambda self: _Shape())
+    dtype = property(lambda self: torch.float32)
+    def __eq__(self, other): return True
+    def __bool__(self): return True
+    def __getattr__(self, name): return lambda *args, **kwargs: self
+    def __getitem__(self, key): return self
+    def __sub__(self, other): return self
+    __rsub__ = __add__ = __mul__ = __rmul__ = __truediv__ = __abs__ = __sub__
+class _Shape(tuple):
+    def __eq__(self, other): return True
+def sinusoidal_encoding(max_len, d_model):
+    return _Yes()
+class Embedding(nn.Module):
+    def __init__(self, vocab_size, d_model, max_len=512):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, d_model)
+    def forward(self, tokens):
+        return _Yes()
+'''),
+        "source_in_exception_text": ("blank", f'''
 def sinusoidal_encoding(max_len, d_model):
     raise ValueError({_SOURCE})
 class Embedding(nn.Module):
@@ -169,7 +203,7 @@ class Embedding(nn.Module):
         super().__init__()
         raise AssertionError({_SOURCE})
 '''),
-    "source_in_class_and_parameter_names": ("blank", f'''
+        "source_in_class_and_parameter_names": ("blank", f'''
 def _named(text):
     return "".join(ch if ch.isalnum() else "_" for ch in text)[:250]
 class Embedding(nn.Module):
@@ -182,18 +216,37 @@ class Embedding(nn.Module):
 def sinusoidal_encoding(max_len, d_model):
     return type({_SOURCE}, (), {{}})()
 '''),
-    "kill_kernel_at_first_test": ("blank", '''
-import os, signal
-get_ipython().events.register("pre_run_cell", lambda info: os.kill(os.getpid(), signal.SIGKILL)
-                              if "[observe]" in info.raw_cell or "_addnorm" in info.raw_cell else None)
+    },
+    "01_residual": {
+        "lying_tensor_subclass": ("garbage", '''
+class _Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal", "eq", "__eq__", "isfinite", "all"):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+class AddNorm(nn.Module):
+    def __init__(self, d_model, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.norm = LayerNorm(d_model)
+    def forward(self, x, sublayer):
+        return (torch.zeros_like(x) + 0 * sublayer(x)).as_subclass(_Liar)
 '''),
-    "exit_kernel_at_first_test": ("blank", '''
-import os
-get_ipython().events.register("pre_run_cell", lambda info: os._exit(0)
-                              if "[observe]" in info.raw_cell or "_addnorm" in info.raw_cell else None)
+        "source_in_exception_text": ("blank", f'''
+class AddNorm(nn.Module):
+    def __init__(self, d_model, dropout=0.0, norm_first=False):
+        super().__init__()
+        raise ValueError({_SOURCE})
 '''),
-    "replaced_observe_function": ("garbage", GARBAGE + '''
-import addnorm_grading.observation as _obs
-_obs.observe = lambda namespace, inputs, source, names: None
+        "source_in_class_and_parameter_names": ("blank", f'''
+def _named(text):
+    return "".join(ch if ch.isalnum() else "_" for ch in text)[:250]
+class AddNorm(nn.Module):
+    def __init__(self, d_model, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.register_parameter(_named({_SOURCE}), nn.Parameter(torch.zeros(1)))
+    def forward(self, x, sublayer):
+        return type({_SOURCE}, (), {{}})()
 '''),
+    },
 }

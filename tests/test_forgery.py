@@ -19,7 +19,7 @@ import pytest
 from addnorm_grading import coursework
 from addnorm_grading.course import read_course
 from addnorm_grading.exchange import links_in
-from cheats import CHEATS, GARBAGE
+from cheats import CHEATS, GARBAGE, SPECIFIC
 
 pytestmark = pytest.mark.slow
 
@@ -67,9 +67,15 @@ def test_collect_follows_no_symbolic_link(tmp_path):
 
 # ---- cheating submissions (tests/cheats.py), graded with a plain `nbgrader autograde` -----------------------
 
-JUDGED = "05_positional_encoding"          # the exercises whose tests the judge decides (the others: not yet)
-NOTEBOOK = "positional_encoding.ipynb"
+JUDGED = {"01_residual": "residual.ipynb", "05_positional_encoding": "positional_encoding.ipynb"}
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def cheats_of(assignment: str) -> dict[str, tuple[str, str]]:
+    return {**CHEATS, **SPECIFIC.get(assignment, {})}
+
+
+CASES = [(assignment, cheat) for assignment in JUDGED for cheat in sorted(cheats_of(assignment))]
 
 
 def with_code_at_the_end_of_the_last_solution_cell(text: str, code: str) -> str:
@@ -81,7 +87,7 @@ def with_code_at_the_end_of_the_last_solution_cell(text: str, code: str) -> str:
 
 def hidden_lines(assignment: str) -> list[str]:
     """The lines of an assignment's hidden checks that a learner never sees (those of its released notebook aside)."""
-    released = (ROOT / "exercises" / assignment / NOTEBOOK).read_text(encoding="utf-8")
+    released = (ROOT / "exercises" / assignment / JUDGED[assignment]).read_text(encoding="utf-8")
     released_lines = {line.strip() for cell in nbformat.reads(released, as_version=4).cells
                       for line in cell.source.splitlines()}
     lines = {line.strip() for path in (ROOT / "checks" / assignment).glob("*.py")
@@ -91,54 +97,61 @@ def hidden_lines(assignment: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cheated(tmp_path_factory):
-    """One course, one autograde run and one generate_feedback run over every cheat and its two bases."""
+    """One course; per judged exercise, one autograde run and one generate_feedback run over every cheat and its
+    two bases."""
     course = coursework.make_course(tmp_path_factory.mktemp("cheats") / "course")
-    blank = (course / "exercises" / JUDGED / NOTEBOOK).read_text(encoding="utf-8")
-    bases = {"blank": blank, "garbage": with_code_at_the_end_of_the_last_solution_cell(blank, GARBAGE)}
-    for name, text in bases.items():
-        coursework.submit(course, f"base-{name}", JUDGED, {NOTEBOOK: text})
-    for name, (base, code) in CHEATS.items():
-        coursework.submit(course, name, JUDGED, {NOTEBOOK: with_code_at_the_end_of_the_last_solution_cell(
-            blank if base == "blank" else bases["garbage"], code)})
-    result = coursework.run_nbgrader(["autograde", JUDGED, "--force"], course, check=False, timeout=3000)
-    coursework.run_nbgrader(["generate_feedback", JUDGED, "--force"], course, check=False, timeout=1200)
-    return dict(course=course, scores=coursework.scores(course), log=result.stdout + result.stderr)
+    logs = []
+    for assignment, notebook in JUDGED.items():
+        blank = (course / "exercises" / assignment / notebook).read_text(encoding="utf-8")
+        bases = {"blank": blank, "garbage": with_code_at_the_end_of_the_last_solution_cell(blank, GARBAGE[assignment])}
+        for name, text in bases.items():
+            coursework.submit(course, f"base-{name}", assignment, {notebook: text})
+        for name, (base, code) in cheats_of(assignment).items():
+            coursework.submit(course, name, assignment, {notebook: with_code_at_the_end_of_the_last_solution_cell(
+                bases[base], code)})
+        result = coursework.run_nbgrader(["autograde", assignment, "--force"], course, check=False, timeout=3000)
+        coursework.run_nbgrader(["generate_feedback", assignment, "--force"], course, check=False, timeout=1200)
+        logs.append(result.stdout + result.stderr)
+    return dict(course=course, scores=coursework.scores(course), log="\n".join(logs))
 
 
-def test_there_are_at_least_twenty_cheats():
-    assert len(CHEATS) >= 20
+def test_there_are_at_least_twenty_cheats_per_judged_exercise():
+    assert all(len(cheats_of(assignment)) >= 20 for assignment in JUDGED)
 
 
-@pytest.mark.parametrize("cheat", sorted(CHEATS))
-def test_a_cheat_scores_no_more_than_the_notebook_without_it(cheated, cheat):
-    base = CHEATS[cheat][0]
-    without = cheated["scores"][(f"base-{base}", JUDGED, NOTEBOOK[:-6])]["code"]
-    assert without == 0, f"the {base} notebook alone should score zero, it scores {without}"
-    key = (cheat, JUDGED, NOTEBOOK[:-6])
+@pytest.mark.parametrize("assignment, cheat", CASES)
+def test_a_cheat_scores_no_more_than_the_notebook_without_it(cheated, assignment, cheat):
+    base = cheats_of(assignment)[cheat][0]
+    notebook = JUDGED[assignment][:-6]
+    blank = cheated["scores"][("base-blank", assignment, notebook)]["code"]
+    assert blank == 0, f"the blank {assignment} notebook alone should score zero, it scores {blank}"
+    without = cheated["scores"][(f"base-{base}", assignment, notebook)]["code"]
+    key = (cheat, assignment, notebook)
     assert key in cheated["scores"], f"{cheat} was not graded:\n{cheated['log'][-3000:]}"
-    assert cheated["scores"][key]["code"] <= without, f"{cheat} scores {cheated['scores'][key]}"
+    assert cheated["scores"][key]["code"] <= without, f"{cheat} scores {cheated['scores'][key]}, without it {without}"
 
 
-@pytest.mark.parametrize("cheat", sorted(CHEATS))
-def test_no_hidden_test_line_reaches_a_cheats_feedback(cheated, cheat):
-    course = cheated["course"]
-    autograded = nbformat.read(course / "autograded" / cheat / JUDGED / NOTEBOOK, as_version=4)
+@pytest.mark.parametrize("assignment, cheat", CASES)
+def test_no_hidden_test_line_reaches_a_cheats_feedback(cheated, assignment, cheat):
+    course, notebook = cheated["course"], JUDGED[assignment]
+    autograded = nbformat.read(course / "autograded" / cheat / assignment / notebook, as_version=4)
     outputs = nbformat.writes(nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell(outputs=c.get("outputs", [])) for c in autograded.cells if c.cell_type == "code"]))
-    feedback = (course / "feedback" / cheat / JUDGED / NOTEBOOK.replace(".ipynb", ".html")).read_text(encoding="utf-8")
+    feedback = (course / "feedback" / cheat / assignment / notebook.replace(".ipynb", ".html")).read_text(encoding="utf-8")
     feedback = html.unescape(re.sub(r"<[^>]+>", "", feedback))    # the words, as the learner reads them
-    submitted = (course / "submitted" / cheat / JUDGED / NOTEBOOK).read_text(encoding="utf-8")
-    for line in hidden_lines(JUDGED):
+    submitted = (course / "submitted" / cheat / assignment / notebook).read_text(encoding="utf-8")
+    for line in hidden_lines(assignment):
         if line in submitted:                  # the cheat's own code happens to hold it (`import addnorm`)
             continue
         assert line not in outputs, f"{cheat}: a hidden line in the autograded outputs: {line!r}"
         assert line not in feedback, f"{cheat}: a hidden line in the feedback: {line!r}"
 
 
-def test_a_test_cell_holds_exactly_its_verdict(cheated):
+@pytest.mark.parametrize("assignment", sorted(JUDGED))
+def test_a_test_cell_holds_exactly_its_verdict(cheated, assignment):
     """After autograde, a test cell has no output or one AssertionError whose message is its whole traceback."""
     for student in ("pre_run_hook_prints_source", "displayhook_result", "base-blank"):
-        nb = nbformat.read(cheated["course"] / "autograded" / student / JUDGED / NOTEBOOK, as_version=4)
+        nb = nbformat.read(cheated["course"] / "autograded" / student / assignment / JUDGED[assignment], as_version=4)
         tests = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
         assert tests
         for cell in tests:

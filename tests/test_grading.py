@@ -444,13 +444,15 @@ def test_the_log_tells_edited_cells_from_restored_hidden_tests(graded):
 
 
 def test_validate_prints_whole_messages(graded):
-    """`nbgrader validate` in a terminal wraps a long failure message instead of cutting it at 90 characters."""
-    assignment, replacements = MISTAKES["hard_coded_dropout_rate"]
+    """`nbgrader validate` in a terminal wraps a long failure message instead of cutting it at 90 characters (it runs
+    the visible tests only: a judged test's hidden checks live with the grader)."""
+    assignment, replacements = MISTAKES["second_norm_never_applied"]
     path = graded["mistakes"] / "validate_me.ipynb"
     path.write_text(submissions.with_replacements(assignment, replacements), encoding="utf-8")
     result = coursework.run_nbgrader(["validate", path.name], graded["mistakes"], check=False)
     words = " ".join((result.stdout + result.stderr).split())
-    assert "is the rate hard-coded? Use the dropout argument: nn.Dropout(dropout)." in words, result.stdout[-3000:]
+    assert ("should have 32 parameters, yours has 64: more. Own exactly one LayerNorm and nothing else with weights "
+            "(a second LayerNorm, or a Linear, that forward never applies, still counts).") in words, result.stdout[-3000:]
 
 
 def test_feedback_is_written_for_every_student(graded):

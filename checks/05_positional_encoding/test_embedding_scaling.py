@@ -15,5 +15,5 @@ for case in cases:
         case_emb.tokens.weight.copy_(case["table"])
         results.append((case_emb(case["tokens"]), case_emb(case["tokens"])))
 # [check]
-for case, (out, again) in zip(cases, results):
+for case, (out, again) in zip(cases, results, strict=True):
     visible_check(**case, out=out, again=again)          # the visible test's checks, on these inputs

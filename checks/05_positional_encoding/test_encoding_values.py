@@ -35,7 +35,7 @@ def _check_encoding(pe, max_len, d_model):
         f"PE[p, 2i+1] = cos(p / 10000^(2i/d)) by up to {(pe.double() - expected).abs().max().item():.3g}")
 
 
-for table, (max_len, d_model) in zip(tables, shapes):
+for table, (max_len, d_model) in zip(tables, shapes, strict=True):
     _check_encoding(table, max_len, d_model)
 # the property the paper chose sinusoids for: PE[p + k] is a fixed rotation of PE[p], the same for every p
 assert isinstance(rotation_table, torch.Tensor) and tuple(rotation_table.shape) == (40, 8), (

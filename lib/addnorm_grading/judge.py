@@ -109,7 +109,7 @@ class Judge:
                 f"_addnorm_observe(globals(), {observation.encode(inputs)!r}, {observing!r}, {names!r})\n")
         hidden_lines = {line.strip() for line in (hidden_text + "\n" + shared).splitlines()
                         if len(line.strip()) >= SAFETY_LINE}
-        messages = {node.value for node in ast.walk(ast.parse(observing))
+        messages = {node.value for code in (observing, helpers) for node in ast.walk(ast.parse(code))
                     if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) >= 20}
         return Trial(f"{assignment}/{grade_id}", visible, hidden, namespace, names, observing.splitlines(),
                      head.count("\n") + 1, code, hidden_lines, messages)
@@ -140,7 +140,7 @@ class Trial:
     visible_observing_lines: int          # observing lines 1 … this many are the visible test's
     kernel_code: str
     hidden_lines: set[str]
-    messages: set[str] = field(default_factory=set)   # the observing code's own strings: its guards' messages
+    messages: set[str] = field(default_factory=set)   # the course's own strings (observing code, helpers): guards' messages
 
     def verdicts(self, outputs: list, learner_text: str, failure: str | None = None) -> Verdicts:
         """Judge what the kernel's outputs hold. `learner_text`: the learner's own cells, the only source a quoted
