@@ -36,7 +36,29 @@ class AddNorm(nn.Module):
         return torch.zeros_like(x) + 0 * sublayer(x)
 '''
 
-GARBAGE = {"01_residual": _GARBAGE_01, "05_positional_encoding": _GARBAGE_05}
+_GARBAGE_02 = '''
+class LayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        return torch.zeros_like(x) * self.weight + 0 * self.bias
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        return torch.zeros_like(x) * self.weight
+'''
+
+GARBAGE = {"01_residual": _GARBAGE_01, "02_layer_norm": _GARBAGE_02, "05_positional_encoding": _GARBAGE_05}
 
 # Code that smuggles what the kernel sees into the feedback: the running cell's source, the inputs' history.
 _SOURCE = "get_ipython().user_ns['_ih'][-1]"
@@ -215,6 +237,36 @@ class Embedding(nn.Module):
         return type({_SOURCE}, (), {{}})()
 def sinusoidal_encoding(max_len, d_model):
     return type({_SOURCE}, (), {{}})()
+'''),
+    },
+    "02_layer_norm": {
+        "lying_tensor_subclass": ("garbage", '''
+class _Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal", "eq", "__eq__", "isfinite", "all"):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+''' + _GARBAGE_02.replace("return torch.zeros_like(x) * self.weight + 0 * self.bias",
+                            "return (torch.zeros_like(x) * self.weight + 0 * self.bias).as_subclass(_Liar)")),
+        "source_in_exception_text": ("blank", f'''
+class LayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        raise ValueError({_SOURCE})
+class RMSNorm(LayerNorm):
+    pass
+'''),
+        "source_in_class_and_parameter_names": ("blank", f'''
+def _named(text):
+    return "".join(ch if ch.isalnum() else "_" for ch in text)[:250]
+class LayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.register_parameter(_named({_SOURCE}), nn.Parameter(torch.ones(d_model)))
+    def forward(self, x):
+        return type({_SOURCE}, (), {{}})()
+RMSNorm = LayerNorm
 '''),
     },
     "01_residual": {

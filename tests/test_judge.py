@@ -206,3 +206,25 @@ def test_data_crosses_as_data():
     assert torch.equal(back["t"], torch.full((2,), 3.0)) and not back["t"].requires_grad
     assert back["shape"] == (2, 3) and back["n"] == [1, 2.5, None, "ab"]
     assert back["module"] == (observation.OBJECT, "Linear") and back["dtype"] == (observation.OBJECT, "torch.float16")
+
+
+def test_observed_names_are_the_courses_and_a_long_course_message_is_quoted_whole(tmp_path):
+    (tmp_path / "checks" / "ex").mkdir(parents=True)
+    (tmp_path / "checks" / "secret_seed").write_text("7")
+    long_message = "Your code calls the library's version: " + "write it yourself, " * 20 + "from the formula."
+    source = textwrap.dedent(f'''\
+        # [observe]
+        def _guard():
+            raise AssertionError({long_message!r})
+        outcome = double(3)
+        if outcome is None:
+            _guard()
+        # [check]
+        assert outcome == 6, f"double(3) should be 6; outcome is {{outcome}}"
+    ''')
+    trial = Judge(tmp_path).trial("ex", "test_double", source)
+    wrong = "def double(n):\n    return n + 1\n"
+    assert trial.verdicts(kernel(trial.kernel_code, wrong), wrong).visible == "double(3) should be 6; outcome is 4"
+    silent = "def double(n):\n    return None\n"
+    message = trial.verdicts(kernel(trial.kernel_code, silent), silent).visible
+    assert message.endswith(long_message.rstrip(".")) and len(long_message) > observation.MAX_TEXT

@@ -151,7 +151,7 @@ class Trial:
             message = failure or f"the grader got no result from your code in this test ({error})"
             return Verdicts(message, message)
         values = {name: opaque(data["values"][name]) for name in self.names if name in data["values"]}
-        unsafe = strings_not_in(values, learner_text)
+        unsafe = strings_not_in(list(values.values()), learner_text)     # the values; their names are the course's
         namespace = dict(self.namespace, **values)
         namespace["visible_check"] = lambda **bindings: exec(
             compile(self.visible.parts["check"], f"<{self.name}: check>", "exec"), dict(namespace, **bindings))
@@ -185,6 +185,8 @@ class Trial:
         theirs = [line for line in lines if line and line in learner_text]
         where = f" at `{theirs[-1]}`" if theirs else ""
         said = text.rstrip(".") if text and (text in learner_text or text in self.messages) else ""
+        if not said and len(text) >= 20:              # a course message, cut to the kernel's length: quote it whole
+            said = next((m.rstrip(".") for m in sorted(self.messages) if m.startswith(text)), "")
         if kind == "NotImplementedError" and not text:
             said = STILL_TO_WRITE
         helper = run_call(self.observing_lines, at)
