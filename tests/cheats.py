@@ -58,7 +58,30 @@ class RMSNorm(nn.Module):
         return torch.zeros_like(x) * self.weight
 '''
 
-GARBAGE = {"01_residual": _GARBAGE_01, "02_layer_norm": _GARBAGE_02, "05_positional_encoding": _GARBAGE_05}
+_GARBAGE_03 = '''
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+
+    def forward(self, x, src_key_padding_mask=None):
+        return torch.zeros_like(x)
+
+
+class Encoder(nn.Module):
+    def __init__(self, layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+        self.norm = norm
+
+    def forward(self, x, src_key_padding_mask=None):
+        return torch.zeros_like(x)
+'''
+
+GARBAGE = {"01_residual": _GARBAGE_01, "02_layer_norm": _GARBAGE_02, "03_encoder_stack": _GARBAGE_03,
+           "05_positional_encoding": _GARBAGE_05}
 
 # Code that smuggles what the kernel sees into the feedback: the running cell's source, the inputs' history.
 _SOURCE = "get_ipython().user_ns['_ih'][-1]"
@@ -267,6 +290,40 @@ class LayerNorm(nn.Module):
     def forward(self, x):
         return type({_SOURCE}, (), {{}})()
 RMSNorm = LayerNorm
+'''),
+    },
+    "03_encoder_stack": {
+        "lying_tensor_subclass": ("garbage", '''
+class _Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal", "eq", "__eq__", "isfinite", "all"):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+''' + _GARBAGE_03.replace("return torch.zeros_like(x)", "return torch.zeros_like(x).as_subclass(_Liar)")),
+        "source_in_exception_text": ("blank", f'''
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__()
+        raise ValueError({_SOURCE})
+class Encoder(EncoderLayer):
+    pass
+'''),
+        "source_in_class_and_parameter_names": ("blank", f'''
+def _named(text):
+    return "".join(ch if ch.isalnum() else "_" for ch in text)[:250]
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.register_parameter(_named({_SOURCE}), nn.Parameter(torch.ones(d_model)))
+    def forward(self, x, src_key_padding_mask=None):
+        return type({_SOURCE}, (), {{}})()
+class Encoder(nn.Module):
+    def __init__(self, layer, num_layers, norm=None):
+        super().__init__()
+        self.layer = layer
+    def forward(self, x, src_key_padding_mask=None):
+        return type({_SOURCE}, (), {{}})()
 '''),
     },
     "01_residual": {

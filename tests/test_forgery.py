@@ -68,7 +68,7 @@ def test_collect_follows_no_symbolic_link(tmp_path):
 # ---- cheating submissions (tests/cheats.py), graded with a plain `nbgrader autograde` -----------------------
 
 JUDGED = {"01_residual": "residual.ipynb", "02_layer_norm": "layer_norm.ipynb",
-          "05_positional_encoding": "positional_encoding.ipynb"}
+          "03_encoder_stack": "encoder_stack.ipynb", "05_positional_encoding": "positional_encoding.ipynb"}
 ROOT = Path(__file__).resolve().parent.parent
 
 
