@@ -368,7 +368,7 @@ def test_output_flooding_is_cut_short(graded):
 
 
 def copy_of_course(graded, course: Path, names=("nbgrader_config.py", "course.toml", "gradebook.db", "solutions",
-                                               "exercises")) -> Path:
+                                               "checks", "exercises")) -> Path:
     """A copy of the graded course's `names` and of the correct student's submission, at `course`."""
     (course / "submitted" / "correct").mkdir(parents=True)
     for name in names:
@@ -451,8 +451,8 @@ def test_a_course_folder_made_by_the_guides_steps_grades_sandboxed(tmp_path):
     made = subprocess.run(["bash", "-euc", "\n".join(commands[1:])], cwd=folder, env=env, capture_output=True,
                           text=True, timeout=600)
     assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
-    assert sorted(p.name for p in folder.iterdir()) == [".venv", "course.toml", "exercises", "gradebook.db",
-                                                        "nbgrader_config.py", "solutions"]
+    assert sorted(p.name for p in folder.iterdir()) == [".venv", "checks", "course.toml", "exercises",
+                                                        "gradebook.db", "nbgrader_config.py", "solutions"]
     spy = f"import os\nprint('SEES COURSE FOLDER', os.path.exists({str(folder / 'solutions')!r}))"
     coursework.submit(folder, "newcomer", ASSIGNMENT,
                       {f"{NOTEBOOK}.ipynb": submissions.with_cell_before_tests(nbformat.writes(solution()), spy)})

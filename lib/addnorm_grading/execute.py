@@ -227,7 +227,8 @@ class SandboxedExecute(BudgetedExecute):
             cell.outputs.append(_error("KernelDied", "the kernel stopped while running this cell (the code exited, "
                                        "killed its own process, or ran out of memory or processes)"))
             return cell, resources
-        except CellTimeoutError:                 # no output for too long (e.g. the code broke the kernel's own I/O)
+        except (CellTimeoutError, ValueError):   # no output for too long, or messages that are not the kernel's
+            # (the code broke the kernel's own I/O, or forked processes wrote on its sockets: invalid signatures)
             self._kernel_died = True
             self.log.warning("The kernel stopped answering in cell %d; the remaining cells are marked as not run",
                              index)
