@@ -83,6 +83,16 @@ class Encoder(nn.Module):
 GARBAGE = {"01_residual": _GARBAGE_01, "02_layer_norm": _GARBAGE_02, "03_encoder_stack": _GARBAGE_03,
            "05_positional_encoding": _GARBAGE_05}
 
+# A tensor subclass that says yes to every comparison (the lying cheats return it from wrong solutions).
+_LIAR = '''
+class _Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal", "eq", "__eq__", "isfinite", "all"):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+'''
+
 # Code that smuggles what the kernel sees into the feedback: the running cell's source, the inputs' history.
 _SOURCE = "get_ipython().user_ns['_ih'][-1]"
 
@@ -209,14 +219,7 @@ _obs.observe = lambda namespace, inputs, source, names: None
 # Written against one exercise's own classes and functions.
 SPECIFIC: dict[str, dict[str, tuple[str, str]]] = {
     "05_positional_encoding": {
-        "lying_tensor_subclass": ("garbage", '''
-class _Liar(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in ("allclose", "equal", "eq", "__eq__", "isfinite", "all"):
-            return True
-        return super().__torch_function__(func, types, args, kwargs or {})
-''' + _GARBAGE_05.replace("return torch.zeros(max_len, d_model)", "return torch.zeros(max_len, d_model).as_subclass(_Liar)")
+        "lying_tensor_subclass": ("garbage", _LIAR + _GARBAGE_05.replace("return torch.zeros(max_len, d_model)", "return torch.zeros(max_len, d_model).as_subclass(_Liar)")
             .replace("return torch.zeros(*tokens.shape, self.d_model)",
                      "return torch.zeros(*tokens.shape, self.d_model).as_subclass(_Liar)")),
         "lying_object": ("garbage", '''
@@ -263,14 +266,7 @@ def sinusoidal_encoding(max_len, d_model):
 '''),
     },
     "02_layer_norm": {
-        "lying_tensor_subclass": ("garbage", '''
-class _Liar(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in ("allclose", "equal", "eq", "__eq__", "isfinite", "all"):
-            return True
-        return super().__torch_function__(func, types, args, kwargs or {})
-''' + _GARBAGE_02.replace("return torch.zeros_like(x) * self.weight + 0 * self.bias",
+        "lying_tensor_subclass": ("garbage", _LIAR + _GARBAGE_02.replace("return torch.zeros_like(x) * self.weight + 0 * self.bias",
                             "return (torch.zeros_like(x) * self.weight + 0 * self.bias).as_subclass(_Liar)")),
         "source_in_exception_text": ("blank", f'''
 class LayerNorm(nn.Module):
@@ -293,14 +289,7 @@ RMSNorm = LayerNorm
 '''),
     },
     "03_encoder_stack": {
-        "lying_tensor_subclass": ("garbage", '''
-class _Liar(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in ("allclose", "equal", "eq", "__eq__", "isfinite", "all"):
-            return True
-        return super().__torch_function__(func, types, args, kwargs or {})
-''' + _GARBAGE_03.replace("return torch.zeros_like(x)", "return torch.zeros_like(x).as_subclass(_Liar)")),
+        "lying_tensor_subclass": ("garbage", _LIAR + _GARBAGE_03.replace("return torch.zeros_like(x)", "return torch.zeros_like(x).as_subclass(_Liar)")),
         "source_in_exception_text": ("blank", f'''
 class EncoderLayer(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
@@ -327,14 +316,7 @@ class Encoder(nn.Module):
 '''),
     },
     "01_residual": {
-        "lying_tensor_subclass": ("garbage", '''
-class _Liar(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in ("allclose", "equal", "eq", "__eq__", "isfinite", "all"):
-            return True
-        return super().__torch_function__(func, types, args, kwargs or {})
-class AddNorm(nn.Module):
+        "lying_tensor_subclass": ("garbage", _LIAR + '''class AddNorm(nn.Module):
     def __init__(self, d_model, dropout=0.0, norm_first=False):
         super().__init__()
         self.norm = LayerNorm(d_model)
