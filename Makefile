@@ -66,9 +66,12 @@ lab: $(STAMP)
 	@mkdir -p .exchange
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/exercises --LabApp.app_settings_dir=$(CURDIR)/.jupyter/lab/settings $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# nbgrader's generate_assignment, run in a throw-away course directory (so no gradebook.db lands here); its
-# release replaces exercises/. tests/test_exercises.py fails when exercises/ differs from what this makes.
+# The shared test helpers are written into solutions/ and checks/ from their one source
+# (lib/addnorm_grading/helper_source.py); then nbgrader's generate_assignment, run in a throw-away course directory
+# (so no gradebook.db lands here); its release replaces exercises/. tests/test_exercises.py fails when exercises/
+# differs from what this makes.
 exercises: $(STAMP)
+	@$(BIN)/python -m addnorm_grading.helpers solutions checks
 	@course=$$(mktemp -d) && trap 'rm -rf "$$course"' EXIT && \
 	cp nbgrader_config.py course.toml "$$course/" && cp -R solutions "$$course/solutions" && \
 	(cd "$$course" && nbgrader generate_assignment "*" --force --log-level=WARN) && \

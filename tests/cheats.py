@@ -80,8 +80,52 @@ class Encoder(nn.Module):
         return torch.zeros_like(x)
 '''
 
+_GARBAGE_04 = '''
+def causal_mask(n):
+    return torch.zeros(n, n, dtype=torch.bool)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.norms = nn.ModuleList(LayerNorm(d_model) for _ in range(3))
+
+    def forward(self, x, memory):
+        return torch.zeros_like(x)
+
+
+class Decoder(nn.Module):
+    def __init__(self, layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+        self.norm = norm
+
+    def forward(self, x, memory):
+        return torch.zeros_like(x)
+'''
+
+_GARBAGE_06 = '''
+def _garbage_forward(self, src, tgt, src_key_padding_mask=None, tgt_key_padding_mask=None):
+    return torch.zeros(*tgt.shape, self.generator.out_features) + 0 * self.generator.bias
+
+
+WholeTransformer.forward = _garbage_forward
+
+
+def teacher_forcing_loss(model, src, tgt):
+    return (model(src, tgt[:, :-1]) * 0).sum() + 1.0
+
+
+@torch.no_grad()
+def greedy_decode(model, src, max_len, bos, eos, src_key_padding_mask=None):
+    return torch.full((src.shape[0], max_len + 1), bos, dtype=torch.long)
+'''
+
 GARBAGE = {"01_residual": _GARBAGE_01, "02_layer_norm": _GARBAGE_02, "03_encoder_stack": _GARBAGE_03,
-           "05_positional_encoding": _GARBAGE_05}
+           "04_decoder_stack": _GARBAGE_04, "05_positional_encoding": _GARBAGE_05, "06_whole_transformer": _GARBAGE_06}
 
 # A tensor subclass that says yes to every comparison (the lying cheats return it from wrong solutions).
 _LIAR = '''
@@ -340,4 +384,89 @@ class AddNorm(nn.Module):
         return type({_SOURCE}, (), {{}})()
 '''),
     },
+    "04_decoder_stack": {
+        "lying_tensor_subclass": ("garbage", _LIAR + _GARBAGE_04.replace("return torch.zeros_like(x)", "return torch.zeros_like(x).as_subclass(_Liar)")
+            .replace("return torch.zeros(n, n, dtype=torch.bool)", "return torch.zeros(n, n, dtype=torch.bool).as_subclass(_Liar)")),
+        "source_in_exception_text": ("blank", f'''
+def causal_mask(n):
+    raise ValueError({_SOURCE})
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__()
+        raise ValueError({_SOURCE})
+class Decoder(DecoderLayer):
+    pass
+'''),
+        "source_in_class_and_parameter_names": ("blank", f'''
+def _named(text):
+    return "".join(ch if ch.isalnum() else "_" for ch in text)[:250]
+def causal_mask(n):
+    return type({_SOURCE}, (), {{}})()
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.register_parameter(_named({_SOURCE}), nn.Parameter(torch.ones(d_model)))
+    def forward(self, x, memory):
+        return type({_SOURCE}, (), {{}})()
+class Decoder(nn.Module):
+    def __init__(self, layer, num_layers, norm=None):
+        super().__init__()
+        self.layer = layer
+    def forward(self, x, memory):
+        return type({_SOURCE}, (), {{}})()
+'''),
+    },
+    "06_whole_transformer": {
+        "lying_tensor_subclass": ("garbage", _LIAR + _GARBAGE_06.replace("+ 0 * self.generator.bias", "+ 0 * self.generator.bias).as_subclass(_Liar)")
+            .replace("return torch.zeros(*tgt.shape", "return (torch.zeros(*tgt.shape")
+            .replace("return torch.full((src.shape[0], max_len + 1), bos, dtype=torch.long)",
+                     "return torch.full((src.shape[0], max_len + 1), bos, dtype=torch.long).as_subclass(_Liar)")),
+        "source_in_exception_text": ("blank", f'''
+def _raising(self, *args, **kwargs):
+    raise ValueError({_SOURCE})
+WholeTransformer.forward = _raising
+def teacher_forcing_loss(model, src, tgt):
+    raise ValueError({_SOURCE})
+def greedy_decode(model, src, max_len, bos, eos, src_key_padding_mask=None):
+    raise AssertionError({_SOURCE})
+'''),
+        "source_in_class_and_parameter_names": ("blank", f'''
+def _named(text):
+    return "".join(ch if ch.isalnum() else "_" for ch in text)[:250]
+def _named_forward(self, *args, **kwargs):
+    self.register_parameter(_named({_SOURCE}), nn.Parameter(torch.ones(1)))
+    return type({_SOURCE}, (), {{}})()
+WholeTransformer.forward = _named_forward
+def teacher_forcing_loss(model, src, tgt):
+    return type({_SOURCE}, (), {{}})()
+def greedy_decode(model, src, max_len, bos, eos, src_key_padding_mask=None):
+    return type({_SOURCE}, (), {{}})()
+'''),
+    },
+}
+
+# Out of scope, and recorded as such (tests/test_forgery.py, the guide says so): code that passes torch's own
+# implementation off as the learner's. Exercise 2's guard against built-in norms runs in the learner's process, so
+# a learner who switches it off around a call to F.layer_norm keeps every point today.
+OUT_OF_SCOPE: dict[str, dict[str, str]] = {
+    "02_layer_norm": {"builtin_norm_behind_the_guards_back": '''
+import torch.nn.functional as F
+from torch.utils._python_dispatch import _disable_current_modes
+class LayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+    def forward(self, x):
+        with _disable_current_modes(), torch._C.DisableTorchFunction():
+            return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
+class RMSNorm(LayerNorm):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__(d_model, eps)
+        del self.bias
+    def forward(self, x):
+        with _disable_current_modes(), torch._C.DisableTorchFunction():
+            return F.rms_norm(x, (self.d_model,), self.weight, self.eps)
+'''},
 }

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from addnorm_grading import coursework
+from addnorm_grading import coursework, helpers
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
@@ -178,6 +178,28 @@ def test_shared_test_helpers_are_written_once(assignment):
         if meta.get("grade_id") == "test_helpers":
             assert meta["locked"] and not meta["grade"] and not meta["solution"], meta
             assert not HIDDEN.search(cell.source), "nbgrader only removes hidden tests from graded cells"
+
+
+def test_helpers_that_exercises_share_come_from_one_source(repo_root):
+    """The helpers several exercises' tests use are copied from addnorm_grading/helper_source.py (make exercises),
+    into the notebooks and the hidden checks alike, and are not pasted anywhere else."""
+    shared = helpers.helper_sources()
+    stale = [str(path.relative_to(repo_root)) for folder in ("solutions", "checks")
+             for pattern in ("*/*.ipynb", "*/*.py") for path in sorted((repo_root / folder).glob(pattern))
+             if helpers.sync(path, write=False)]
+    assert not stale, f"run `make exercises`: the shared test helpers in {stale} differ from helper_source.py"
+    for folder, pattern in (("solutions", "*/*.ipynb"), ("checks", "*/*.py")):
+        for path in sorted((repo_root / folder).glob(pattern)):
+            text = path.read_text(encoding="utf-8")
+            outside = helpers.BLOCK.sub("", text if folder == "checks" else "\n".join(
+                cell.source for cell in nbformat.reads(text, as_version=4).cells))
+            pasted = [name for name in shared if re.search(rf"^\s*def {name}\(", outside, flags=re.M)]
+            assert not pasted, f"{path.relative_to(repo_root)} defines {pasted} itself: name them in a shared-helpers block"
+
+
+def test_a_shared_helpers_block_names_only_helpers_that_exist():
+    with pytest.raises(ValueError, match=r"\['_nope'\] are not in helper_source.py"):
+        helpers.filled("# [shared helpers: _run, _nope]\n# [end of shared helpers]", helpers.helper_sources())
 
 
 @pytest.mark.slow

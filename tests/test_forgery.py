@@ -2,8 +2,13 @@
 
 - What gets into grading: a submission placed in the exchange by hand with symbolic links to instructor files never
   brings their content into submitted/ (collect leaves links out: addnorm_grading.exchange.SafeCollect).
-- Cheats (tests/cheats.py), each graded with a plain `nbgrader autograde` of a judged exercise: none scores more than
-  the same notebook without it, and no line of a hidden check reaches its autograded outputs or its feedback.
+- Cheats (tests/cheats.py), each graded with a plain `nbgrader autograde` of a judged exercise (one with hidden checks
+  in checks/): none scores more than the same notebook without it, and no line of a hidden check reaches its
+  autograded outputs or its feedback.
+
+The test budget: every cheat written against one exercise (SPECIFIC) runs on it, and the cheats that work on any
+exercise (CHEATS) are spread over the judged exercises, each graded on one of them (a different one for each
+cheat, in turn). ADDNORM_CHEATS=all grades every cheat on every judged exercise: `bench/forgery.py` does, and times it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import pytest
 from addnorm_grading import coursework
 from addnorm_grading.course import read_course
 from addnorm_grading.exchange import links_in
-from cheats import CHEATS, GARBAGE, SPECIFIC
+from cheats import CHEATS, GARBAGE, OUT_OF_SCOPE, SPECIFIC
 
 pytestmark = pytest.mark.slow
 
@@ -67,16 +72,28 @@ def test_collect_follows_no_symbolic_link(tmp_path):
 
 # ---- cheating submissions (tests/cheats.py), graded with a plain `nbgrader autograde` -----------------------
 
-JUDGED = {"01_residual": "residual.ipynb", "02_layer_norm": "layer_norm.ipynb",
-          "03_encoder_stack": "encoder_stack.ipynb", "05_positional_encoding": "positional_encoding.ipynb"}
 ROOT = Path(__file__).resolve().parent.parent
+# A judged exercise is one with hidden checks in checks/<assignment>/; its notebook is the one in solutions/.
+JUDGED = {folder.name: next((ROOT / "solutions" / folder.name).glob("*.ipynb")).name
+          for folder in sorted((ROOT / "checks").iterdir()) if folder.is_dir()}
+EVERY_CHEAT_EVERYWHERE = os.environ.get("ADDNORM_CHEATS") == "all"
 
 
 def cheats_of(assignment: str) -> dict[str, tuple[str, str]]:
+    """Every cheat that can be graded on `assignment`: the generic ones and those written against it."""
     return {**CHEATS, **SPECIFIC.get(assignment, {})}
 
 
-CASES = [(assignment, cheat) for assignment in JUDGED for cheat in sorted(cheats_of(assignment))]
+def graded_cheats(assignment: str) -> list[str]:
+    """The cheats this run grades on `assignment` (see the module's docstring for the budget)."""
+    if EVERY_CHEAT_EVERYWHERE:
+        return sorted(cheats_of(assignment))
+    judged = sorted(JUDGED)
+    spread = [cheat for i, cheat in enumerate(sorted(CHEATS)) if judged[i % len(judged)] == assignment]
+    return sorted(spread + list(SPECIFIC.get(assignment, {})))
+
+
+CASES = [(assignment, cheat) for assignment in JUDGED for cheat in graded_cheats(assignment)]
 
 
 def with_code_at_the_end_of_the_last_solution_cell(text: str, code: str) -> str:
@@ -98,43 +115,61 @@ def hidden_lines(assignment: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cheated(tmp_path_factory):
-    """One course; per judged exercise, one autograde run and one generate_feedback run over every cheat and its
-    two bases."""
+    """A function: `cheated(assignment)` grades that exercise's cheats and their two bases once (one autograde run, one
+    generate_feedback run, in one course shared by the module) and returns what the tests read."""
     course = coursework.make_course(tmp_path_factory.mktemp("cheats") / "course")
-    logs = []
-    for assignment, notebook in JUDGED.items():
-        blank = (course / "exercises" / assignment / notebook).read_text(encoding="utf-8")
-        bases = {"blank": blank, "garbage": with_code_at_the_end_of_the_last_solution_cell(blank, GARBAGE[assignment])}
-        for name, text in bases.items():
-            coursework.submit(course, f"base-{name}", assignment, {notebook: text})
-        for name, (base, code) in cheats_of(assignment).items():
-            coursework.submit(course, name, assignment, {notebook: with_code_at_the_end_of_the_last_solution_cell(
-                bases[base], code)})
-        result = coursework.run_nbgrader(["autograde", assignment, "--force"], course, check=False, timeout=3000)
-        coursework.run_nbgrader(["generate_feedback", assignment, "--force"], course, check=False, timeout=1200)
-        logs.append(result.stdout + result.stderr)
-    return dict(course=course, scores=coursework.scores(course), log="\n".join(logs))
+    graded: dict[str, dict] = {}
+
+    def grade(assignment: str) -> dict:
+        if assignment not in graded:
+            notebook = JUDGED[assignment]
+            blank = (course / "exercises" / assignment / notebook).read_text(encoding="utf-8")
+            bases = {"blank": blank,
+                     "garbage": with_code_at_the_end_of_the_last_solution_cell(blank, GARBAGE[assignment])}
+            for name, text in bases.items():
+                coursework.submit(course, f"base-{name}", assignment, {notebook: text})
+            for name in graded_cheats(assignment):
+                base, code = cheats_of(assignment)[name]
+                coursework.submit(course, name, assignment, {
+                    notebook: with_code_at_the_end_of_the_last_solution_cell(bases[base], code)})
+            for name, code in OUT_OF_SCOPE.get(assignment, {}).items():
+                coursework.submit(course, name, assignment, {
+                    notebook: with_code_at_the_end_of_the_last_solution_cell(blank, code)})
+            result = coursework.run_nbgrader(["autograde", assignment, "--force"], course, check=False, timeout=3000)
+            coursework.run_nbgrader(["generate_feedback", assignment, "--force"], course, check=False, timeout=1200)
+            graded[assignment] = dict(course=course, scores=coursework.scores(course), log=result.stdout + result.stderr)
+        return graded[assignment]
+
+    return grade
 
 
 def test_there_are_at_least_twenty_cheats_per_judged_exercise():
+    assert JUDGED, "no judged exercise: checks/ has no assignment folder"
     assert all(len(cheats_of(assignment)) >= 20 for assignment in JUDGED)
+    assert all(assignment in GARBAGE for assignment in JUDGED), "every judged exercise needs a GARBAGE base"
+
+
+def test_the_spread_grades_every_cheat_once():
+    spread = [cheat for assignment in JUDGED for cheat in graded_cheats(assignment) if cheat in CHEATS]
+    assert EVERY_CHEAT_EVERYWHERE or sorted(spread) == sorted(CHEATS)
 
 
 @pytest.mark.parametrize("assignment, cheat", CASES)
 def test_a_cheat_scores_no_more_than_the_notebook_without_it(cheated, assignment, cheat):
+    graded = cheated(assignment)
     base = cheats_of(assignment)[cheat][0]
     notebook = JUDGED[assignment][:-6]
-    blank = cheated["scores"][("base-blank", assignment, notebook)]["code"]
+    blank = graded["scores"][("base-blank", assignment, notebook)]["code"]
     assert blank == 0, f"the blank {assignment} notebook alone should score zero, it scores {blank}"
-    without = cheated["scores"][(f"base-{base}", assignment, notebook)]["code"]
+    without = graded["scores"][(f"base-{base}", assignment, notebook)]["code"]
     key = (cheat, assignment, notebook)
-    assert key in cheated["scores"], f"{cheat} was not graded:\n{cheated['log'][-3000:]}"
-    assert cheated["scores"][key]["code"] <= without, f"{cheat} scores {cheated['scores'][key]}, without it {without}"
+    assert key in graded["scores"], f"{cheat} was not graded:\n{graded['log'][-3000:]}"
+    assert graded["scores"][key]["code"] <= without, f"{cheat} scores {graded['scores'][key]}, without it {without}"
 
 
 @pytest.mark.parametrize("assignment, cheat", CASES)
 def test_no_hidden_test_line_reaches_a_cheats_feedback(cheated, assignment, cheat):
-    course, notebook = cheated["course"], JUDGED[assignment]
+    course, notebook = cheated(assignment)["course"], JUDGED[assignment]
     autograded = nbformat.read(course / "autograded" / cheat / assignment / notebook, as_version=4)
     outputs = nbformat.writes(nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell(outputs=c.get("outputs", [])) for c in autograded.cells if c.cell_type == "code"]))
@@ -151,8 +186,11 @@ def test_no_hidden_test_line_reaches_a_cheats_feedback(cheated, assignment, chea
 @pytest.mark.parametrize("assignment", sorted(JUDGED))
 def test_a_test_cell_holds_exactly_its_verdict(cheated, assignment):
     """After autograde, a test cell has no output or one AssertionError whose message is its whole traceback."""
-    for student in ("pre_run_hook_prints_source", "displayhook_result", "base-blank"):
-        nb = nbformat.read(cheated["course"] / "autograded" / student / assignment / JUDGED[assignment], as_version=4)
+    graded = cheated(assignment)
+    students = ["base-blank", "base-garbage"] + [cheat for cheat in ("pre_run_hook_prints_source", "displayhook_result")
+                                                 if cheat in graded_cheats(assignment)]
+    for student in students:
+        nb = nbformat.read(graded["course"] / "autograded" / student / assignment / JUDGED[assignment], as_version=4)
         tests = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
         assert tests
         for cell in tests:
@@ -160,3 +198,12 @@ def test_a_test_cell_holds_exactly_its_verdict(cheated, assignment):
             for output in cell.outputs:
                 assert output.output_type == "error" and output.ename == "AssertionError", output
                 assert output.traceback == [output.evalue], output
+
+
+@pytest.mark.parametrize("assignment, name", [(a, name) for a in OUT_OF_SCOPE for name in OUT_OF_SCOPE[a]])
+def test_out_of_scope_a_builtin_behind_the_guards_back_keeps_every_point(cheated, assignment, name):
+    """Today's behaviour, recorded (the guide says it is not guaranteed): exercise 2's guard against torch's built-in
+    norms runs in the learner's process, so code that switches it off around F.layer_norm scores full marks."""
+    graded = cheated(assignment)
+    score = graded["scores"][(name, assignment, JUDGED[assignment][:-6])]
+    assert score["code"] == score["max_code"], f"{name} scores {score}: if the guard now holds, move it to the cheats"

@@ -21,6 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from addnorm_grading import coursework, submissions
+from addnorm_grading.verdicts import SPLIT, visible_only
 
 
 pytestmark = pytest.mark.slow
@@ -281,6 +282,7 @@ def graded(tmp_path_factory):
     for cell in nb.cells:
         if is_test_cell(cell):
             cell.source = "# all tests pass\npass"
+            cell.metadata[SPLIT] = {"visible": None, "hidden": None}              # "both passed", forged
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_helpers":     # the locked helpers cell
             cell.source = "_is_normalized = lambda t: True"
     submit_notebook(course, "tamper", "01_residual", nbformat.writes(nb))
@@ -386,6 +388,29 @@ def test_one_mistake_costs_only_the_parts_it_breaks(graded):
     """Partial credit: a single mistake never zeroes a whole notebook."""
     partial = {m: score(graded["mistake_scores"], m, a)["code"] for m, (a, _) in MISTAKES.items()}
     assert all(value > 0 for value in partial.values()), partial
+
+
+def test_judged_tests_keep_their_visible_and_hidden_verdicts_apart(graded):
+    """A judged test cell's metadata holds its two verdicts (the cell shows the visible one, else the hidden one); a
+    mistake that only hidden checks catch passes in the visible-only view; a notebook's own copy is the judge's."""
+    caught_by_hidden_only = []
+    for path in sorted(graded["mistakes"].glob("autograded/*/*/*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        visible_view = visible_only(nb)
+        for cell, shown in zip(nb.cells, visible_view.cells):
+            if not is_test_cell(cell):
+                continue
+            assert SPLIT in cell.metadata, f"{path}: test {cell.metadata['nbgrader']['grade_id']} was not judged"
+            split = cell.metadata[SPLIT]
+            message = split["visible"] if split["visible"] is not None else split["hidden"]
+            assert [o.get("evalue") for o in cell.outputs] == ([] if message is None else [message])
+            assert [o.get("evalue") for o in shown.outputs] == ([] if split["visible"] is None else [split["visible"]])
+            if split["visible"] is None and split["hidden"] is not None:
+                caught_by_hidden_only.append(path.parent.parent.name)
+    assert len(caught_by_hidden_only) >= 5, caught_by_hidden_only
+    tampered = nbformat.read(graded["course"] / "autograded" / "tamper" / "01_residual" / "residual.ipynb", as_version=4)
+    splits = [cell.metadata[SPLIT] for cell in tampered.cells if is_test_cell(cell)]
+    assert any(split["visible"] or split["hidden"] for split in splits), "the notebook's forged verdicts were kept"
 
 
 def test_rewritten_and_deleted_test_cells_are_restored(graded):

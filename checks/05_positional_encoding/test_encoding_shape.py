@@ -4,12 +4,18 @@ import torch
 import addnorm
 
 
+# [shared helpers: _withhold]
 def _withhold(functions, message):
-    """From here on, calling any of `functions` (however imported or wrapped) fails with `message`."""
+    """From here on, calling any of `functions` — however it was imported or wrapped — fails with `message`.
+
+    These are the library's (or torch's) own versions of what this exercise asks you to write; their code is
+    replaced, so a class that delegates to them fails here, with the message, instead of passing unnoticed.
+    """
     scope = {}
     exec(f"def _withheld(*args, **kwargs):\n    raise AssertionError({message!r})", scope)
     for function in functions:
         function.__code__ = scope["_withheld"].__code__
+# [end of shared helpers]
 
 
 _withhold([addnorm.sinusoidal_encoding, addnorm.Embedding.forward],

@@ -27,7 +27,8 @@ from traitlets import Integer, Unicode, default
 from addnorm_grading import sandbox
 from addnorm_grading.course import SandboxLimits, read_course
 from addnorm_grading.judge import Judge, JudgeError
-from addnorm_grading.verdicts import is_test_cell, kernel_failure, message_from_outputs, verdict_outputs
+from addnorm_grading.verdicts import (SPLIT, is_test_cell, kernel_failure, message_from_outputs, record_split,
+                                     verdict_outputs)
 
 SANDBOX_KERNEL = "addnorm-sandbox"
 HELPERS = "test_helpers"                                  # the grade id of a notebook's locked helpers cell
@@ -124,6 +125,7 @@ class SandboxedExecute(BudgetedExecute):
         self._first_test = None            # index of the first test cell, once it has started
         self._outputs_before_tests = []    # the outputs of the cells above it, as they were then
         self._verdicts = {}                # test cell index -> its message (None: passed)
+        self._split = {}                   # judged test cell index -> its visible and hidden verdicts
         if self.sandboxed:
             self._refuse_if_unavailable()
         try:
@@ -136,6 +138,11 @@ class SandboxedExecute(BudgetedExecute):
 
     def _keep_only_verdicts(self, nb):
         """Outputs as the first test found them above it; from it on, the verdicts and nothing else."""
+        for index, cell in enumerate(nb.cells):         # the split verdicts are the judge's, never the notebook's
+            if is_test_cell(cell):
+                cell.metadata.pop(SPLIT, None)
+                if index in self._split:
+                    record_split(cell, self._split[index].visible, self._split[index].hidden)
         if self._first_test is None:
             return
         for index, cell in enumerate(nb.cells):
@@ -199,7 +206,7 @@ class SandboxedExecute(BudgetedExecute):
         self.nb.cells[index] = cell               # nbclient put the probe (the observing code) in its place
         verdicts = trial.verdicts(probe.outputs, self._learner_text(), kernel_failure(probe.outputs))
         self._verdicts[index] = verdicts.message
-        resources.setdefault("addnorm_verdicts", {})[grade_id] = verdicts
+        self._split[index] = verdicts
         return cell, resources
 
     def _helpers(self) -> str:

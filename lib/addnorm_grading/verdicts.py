@@ -4,13 +4,19 @@ The learner's kernel runs untrusted code, and what it prints, displays or update
 tests ran (a test's source, its inputs). So a graded notebook keeps the outputs its cells had when the first test
 started; from there on a test cell holds exactly its verdict — no output (pass) or one error output whose `ename`
 is "AssertionError" and whose `evalue` and `traceback` are the message — and every other code cell no output.
+
+A judged test's two verdicts, visible and hidden, are also kept apart in its cell's metadata (`SPLIT`), so that
+feedback can show the visible ones alone (`visible_only`) while the gradebook holds the full grade.
 """
 
 from __future__ import annotations
 
+import copy
+
 from nbformat.v4 import new_output
 
 STILL_TO_WRITE = "a cell this test needs still says YOUR CODE HERE"   # what an unwritten solution cell raises
+SPLIT = "addnorm_verdicts"    # a judged test cell's metadata: {"visible": message or None, "hidden": message or None}
 MESSAGE_LIMIT = 2000          # characters of a verdict's message (a runaway message is cut, and says so)
 
 
@@ -26,6 +32,22 @@ def verdict_outputs(message: str | None) -> list:
     if len(message) > MESSAGE_LIMIT:
         message = message[:MESSAGE_LIMIT] + " … (message cut)"
     return [new_output("error", ename="AssertionError", evalue=message, traceback=[message])]
+
+
+def record_split(cell, visible: str | None, hidden: str | None) -> None:
+    """Keep a judged test's visible and hidden verdicts (None: passed) apart, in its cell's metadata."""
+    cell.metadata[SPLIT] = {"visible": visible, "hidden": hidden}
+
+
+def visible_only(nb):
+    """A copy of a graded notebook whose judged test cells show their visible verdict alone (hidden ones left out).
+
+    A test cell without the split (a test that was not judged, or did not run) keeps its outputs."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if is_test_cell(cell) and SPLIT in cell.metadata:
+            cell.outputs = verdict_outputs(cell.metadata[SPLIT]["visible"])
+    return nb
 
 
 def message_from_outputs(outputs: list) -> str | None:
