@@ -4,6 +4,7 @@
 #   make test-fast  everything but the book build, nbgrader and the browser (the inner loop, < 2 min)
 #   make lab        open JupyterLab on the exercises
 #   make check      grade your own exercises/ with the full tests (EXERCISE=02_layer_norm for one)
+#   make capstone   your components of exercises 1-5 checked, assembled, trained and blamed (NOTEBOOKS=DIR)
 #   make exercises  regenerate exercises/ from solutions/ with nbgrader
 #   make serve      serve the built site on http://127.0.0.1:8000
 #   make clean      remove build outputs
@@ -18,7 +19,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: book test test-fast lab exercises serve clean graphviz browser sweep budget hub hub-down sandbox grade check
+.PHONY: book test test-fast lab exercises serve clean graphviz browser sweep budget hub hub-down sandbox grade check capstone
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -76,6 +77,12 @@ exercises: $(STAMP)
 	cp nbgrader_config.py course.toml "$$course/" && cp -R solutions "$$course/solutions" && \
 	(cd "$$course" && nbgrader generate_assignment "*" --force --log-level=WARN) && \
 	rm -rf exercises && cp -R "$$course/exercises" exercises && echo "exercises/ regenerated from solutions/"
+
+# The capstone (addnorm_grading.capstone): reads NOTEBOOKS/<assignment>/<notebook>.ipynb, never changes them;
+# the report and the loss curves go to _build/capstone/.
+NOTEBOOKS ?= exercises
+capstone: $(STAMP)
+	$(BIN)/python -m addnorm_grading.capstone --notebooks $(NOTEBOOKS) --out _build/capstone
 
 serve: $(STAMP)
 	@test -f _build/html/index.html || $(MAKE) book
