@@ -13,12 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+from addnorm_grading import submissions
+from addnorm_grading.capstone import COMPONENTS
 
-from test_capstone import learner_folder  # noqa: E402  (the tests' own way to lay out a learner's notebooks)
-
-from addnorm_grading import submissions  # noqa: E402
+EXERCISES = sorted(set(COMPONENTS.values()))
 
 BEHIND = ("04_decoder_stack", [("x = layer(x, memory)", "x = layer(x, x)")])     # every decoder layer reads x as memory
 
@@ -32,10 +30,11 @@ def timed(folder: Path) -> tuple[float, str]:
 
 def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="capstone-bench-"))
-    seconds, lines = timed(learner_folder(base, "solutions"))
+    seconds, lines = timed(submissions.learner_folder(base / "solutions", EXERCISES))
     print(f"solutions: {seconds:.1f} s\n  {lines[-1]}")
     assignment, replacements = BEHIND
-    seconds, lines = timed(learner_folder(base, "behind", {assignment: submissions.with_replacements(assignment, replacements)}))
+    behind = {assignment: submissions.with_replacements(assignment, replacements)}
+    seconds, lines = timed(submissions.learner_folder(base / "behind", EXERCISES, behind))
     bisection = next((line for line in lines if line.startswith("bisection:")), "no bisection")
     print(f"a model that falls behind: {seconds:.1f} s\n  {bisection}\n  {lines[-1]}")
 

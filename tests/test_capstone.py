@@ -131,13 +131,7 @@ MISTAKES = {     # one classic mistake, placed in one component: (assignment, [(
 
 def learner_folder(base: Path, name: str, changes: dict[str, str] | None = None) -> Path:
     """The solutions as a learner's fetched notebooks, DIR/<assignment>/<notebook>.ipynb, with `changes` applied."""
-    folder = base / name
-    for assignment, notebook in submissions.assignments(ROOT / "solutions"):
-        if assignment in COMPONENTS.values():
-            (folder / assignment).mkdir(parents=True)
-            text = (changes or {}).get(assignment) or submissions.solution_text(assignment)
-            (folder / assignment / f"{notebook}.ipynb").write_text(text, encoding="utf-8")
-    return folder
+    return submissions.learner_folder(base / name, sorted(set(COMPONENTS.values())), changes)
 
 
 def digest(folder: Path) -> dict[str, str]:

@@ -193,6 +193,20 @@ def test_hidden_names_that_clash_with_the_visible_ones_are_the_instructors_mista
         Judge(tmp_path).trial("ex", "test_double", VISIBLE)
 
 
+def test_observing_lines_that_reassign_an_input_are_the_instructors_mistake(judge):
+    with pytest.raises(JudgeError, match=r"assign \['x'\], which are inputs"):
+        judge.trial("ex", "test_double", VISIBLE.replace("out = double(x)", "x = x.clone()\nout = double(x)"))
+
+
+def test_a_check_that_crashes_fails_the_test_and_is_kept_for_the_log(judge):
+    """A check that raises something other than an assertion (here: it reads a tensor's attribute off a string)
+    fails the test without guessing, and the trial keeps the error for the grading log."""
+    learner = "def double(x):\n    return 'twice'\n"
+    trial = judge.trial("ex", "test_double", VISIBLE.replace("assert isinstance(out, torch.Tensor) and ", "assert "))
+    result = trial.verdicts(kernel(trial.kernel_code, learner), learner)
+    assert result.visible is not None and trial.errors and "ex/test_double" in trial.errors[0]
+
+
 def test_a_missing_seed_is_said_with_its_file(tmp_path):
     (tmp_path / "checks" / "ex").mkdir(parents=True)
     with pytest.raises(JudgeError, match="secret_seed"):
@@ -228,3 +242,20 @@ def test_observed_names_are_the_courses_and_a_long_course_message_is_quoted_whol
     silent = "def double(n):\n    return None\n"
     message = trial.verdicts(kernel(trial.kernel_code, silent), silent).visible
     assert message.endswith(long_message.rstrip(".")) and len(long_message) > observation.MAX_TEXT
+
+
+def test_every_test_cell_of_every_exercise_is_judged(repo_root):
+    """Each graded code cell of the six exercises is written in sections (its verdict decided in the judge), and its
+    hidden part, when it has one, is a checks/ file, never a `### BEGIN HIDDEN TESTS` region."""
+    import nbformat
+
+    notebooks = sorted((repo_root / "solutions").glob("*/*.ipynb"))
+    assert len(notebooks) == 6
+    for path in notebooks:
+        judge = Judge(repo_root)
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("grade"):
+                where = f"{path.parent.name}/{meta['grade_id']}"
+                assert judge.judges(cell.source), f"{where} is not in sections: its verdict would run in the kernel"
+                assert "BEGIN HIDDEN TESTS" not in cell.source, f"{where}: hidden tests belong in checks/"

@@ -205,6 +205,8 @@ class SandboxedExecute(BudgetedExecute):
         probe, resources = self._run_cell(probe, resources, index)
         self.nb.cells[index] = cell               # nbclient put the probe (the observing code) in its place
         verdicts = trial.verdicts(probe.outputs, self._learner_text(), kernel_failure(probe.outputs))
+        for error in trial.errors:
+            self.log.warning("A check of %s could not run on what the kernel observed: %s", grade_id, error)
         self._verdicts[index] = verdicts.message
         self._split[index] = verdicts
         return cell, resources

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import io
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +51,16 @@ def read_seed(course_root: Path) -> int:
         return int(path.read_text(encoding="utf-8").split()[0])
     except (OSError, ValueError, IndexError) as error:
         raise JudgeError(f"{path}: expected one integer, the course's secret seed for hidden inputs ({error})") from None
+
+
+def without_comment(line: str) -> str:
+    """A line of code, stripped, without its trailing comment."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line.strip()).readline))
+    except (tokenize.TokenError, IndentationError):
+        return line.strip()
+    comment = next((token for token in tokens if token.type == tokenize.COMMENT), None)
+    return line.strip()[: comment.start[1]].rstrip() if comment else line.strip()
 
 
 def _run(source: str, namespace: dict, where: str) -> None:
@@ -105,6 +117,10 @@ class Judge:
         head = "\n".join((visible.preamble, hidden.preamble, visible.parts["observe"]))
         observing = head + "\n" + hidden.parts["observe"]
         names = assigned_names(observing)
+        shadowed = sorted(set(names) & set(inputs))
+        if shadowed:
+            raise JudgeError(f"{assignment}/{grade_id}: its observing lines assign {shadowed}, which are inputs (the "
+                             f"checks would read the kernel's values in place of the judge's): give them new names")
         code = ("from addnorm_grading.observation import observe as _addnorm_observe\n"
                 f"_addnorm_observe(globals(), {observation.encode(inputs)!r}, {observing!r}, {names!r})\n")
         hidden_lines = {line.strip() for line in (hidden_text + "\n" + shared).splitlines()
@@ -141,6 +157,7 @@ class Trial:
     kernel_code: str
     hidden_lines: set[str]
     messages: set[str] = field(default_factory=set)   # the course's own strings (observing code, helpers): guards' messages
+    errors: list[str] = field(default_factory=list)   # checks that crashed on what was observed (for the grading log)
 
     def verdicts(self, outputs: list, learner_text: str, failure: str | None = None) -> Verdicts:
         """Judge what the kernel's outputs hold. `learner_text`: the learner's own cells, the only source a quoted
@@ -170,7 +187,8 @@ class Trial:
             exec(compile(source, f"<{self.name}: check>", "exec"), namespace)
         except AssertionError as error:
             return self._safe(str(error) or "a check failed", unsafe)
-        except Exception:
+        except Exception as error:             # an observation of an unexpected kind, or a mistake in the check
+            self.errors.append(f"{self.name}: {type(error).__name__}: {str(error)[:200]}")
             return NOT_CHECKED
         return None
 
@@ -195,7 +213,7 @@ class Trial:
             if what:
                 message = f"{what} raised {name}{where}" + (f": {said}. " if said else ". ") + (hint or "")
                 return self._safe(message.strip(), unsafe)
-        call = self.observing_lines[at - 1].strip() if 0 < at <= len(self.observing_lines) else ""
+        call = without_comment(self.observing_lines[at - 1]) if 0 < at <= len(self.observing_lines) else ""
         what = "Your code" if at > self.visible_observing_lines or not call else f"`{call}`"
         return self._safe(f"{what} raised {name}{where}" + (f": {said}" if said else ""), set())
 

@@ -41,3 +41,14 @@ def with_cell_before_tests(text: str, code: str) -> str:
                       if cell.metadata.get("nbgrader", {}).get("grade") and cell.cell_type == "code")
     nb.cells.insert(first_test, nbformat.v4.new_code_cell(code))
     return nbformat.writes(nb)
+
+
+def learner_folder(folder: Path, assignments_: list[str], changes: dict[str, str] | None = None) -> Path:
+    """The solutions of `assignments_` laid out as a learner's fetched notebooks, folder/<assignment>/<notebook>.ipynb,
+    with the notebook texts in `changes` in place of the solutions': how the capstone's tests and bench make one."""
+    for assignment, notebook in assignments(course_root() / SOURCE):
+        if assignment in assignments_:
+            (folder / assignment).mkdir(parents=True)
+            text = (changes or {}).get(assignment) or solution_text(assignment)
+            (folder / assignment / f"{notebook}.ipynb").write_text(text, encoding="utf-8")
+    return folder

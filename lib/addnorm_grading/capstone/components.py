@@ -106,8 +106,10 @@ def check_add_norm(learner: Learner) -> float:
 def check_layer_norm(learner: Learner) -> float:
     LayerNorm = learner.component("LayerNorm")
     worst = 0.0
-    for seed, scale, offset in ((7, 3.0, 5.0), (8, 0.01, 0.0)):      # a large mean; a variance below eps
-        x = tensor(3, 4, D_MODEL, seed=seed, scale=scale, offset=offset)
+    # a large mean; a variance below eps; a single vector and a 4-D batch (the last axis, whatever the rank)
+    for shape, seed, scale, offset in (((3, 4, D_MODEL), 7, 3.0, 5.0), ((3, 4, D_MODEL), 8, 0.01, 0.0),
+                                       ((D_MODEL,), 21, 1.0, 0.0), ((2, 3, 2, D_MODEL), 22, 1.0, 0.0)):
+        x = tensor(*shape, seed=seed, scale=scale, offset=offset)
         worst = max(worst, compare_modules(addnorm.LayerNorm(D_MODEL), LayerNorm(D_MODEL), lambda m, x: m(x), [x], seed))
     return worst
 
