@@ -2,7 +2,8 @@
 standing in for the learner's other pieces inside it (so one LayerNorm mistake is not blamed on every layer).
 
 A module is compared in eval mode, in training mode (dropout p = 0) and by its gradients (of the input and of every
-parameter, paired by order of use); AddNorm also by where its dropout acts (p = 0.5, the same random draws).
+parameter, paired by order of use); AddNorm and the encoder and decoder layers also by where their dropout acts
+(p = 0.5 in training mode, the same random draws: exercise 1's placement check).
 """
 
 from __future__ import annotations
@@ -78,6 +79,20 @@ def compare_modules(reference, yours, call, inputs, seed=0) -> float:
     return worst
 
 
+def same_draws(reference, yours, call, inputs, where: str, seed=6) -> None:
+    """Where the dropout acts: with p = 0.5 in training mode and the same random draws, the two must agree."""
+    try:
+        copy_weights(trained_looking(reference, seed), yours, lambda m: call(m, *inputs))
+    except Mismatch as error:
+        raise Differs(f"its parameters do not pair with addnorm's: {error}") from None
+    outputs = []
+    for model in (reference, yours):
+        torch.manual_seed(seed)
+        outputs.append(call(model.train(), *inputs))
+    if largest(outputs[0], outputs[1], "its output with dropout") > FORWARD_TOLERANCE:
+        raise Differs(f"its dropout acts elsewhere than on each sublayer's output, or at another rate ({where})")
+
+
 def tensor(*shape, seed, scale=1.0, offset=0.0):
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale + offset
     return x.requires_grad_()
@@ -93,13 +108,8 @@ def check_add_norm(learner: Learner) -> float:
     for norm_first in (False, True):
         worst = max(worst, compare_modules(addnorm.AddNorm(D_MODEL, 0.0, norm_first),
                                            AddNorm(D_MODEL, 0.0, norm_first), call, [x], seed=5))
-        dropped = []                                   # where the dropout acts: the same random draws in both
-        for model in (addnorm.AddNorm(D_MODEL, 0.5, norm_first), AddNorm(D_MODEL, 0.5, norm_first)):
-            model.train()
-            torch.manual_seed(6)
-            dropped.append(model(x, sublayer))
-        if largest(dropped[0], dropped[1], "its output with dropout") > FORWARD_TOLERANCE:
-            raise Differs(f"its dropout acts elsewhere than on the sublayer's output (norm_first={norm_first})")
+        same_draws(addnorm.AddNorm(D_MODEL, 0.5, norm_first), AddNorm(D_MODEL, 0.5, norm_first), call, [x],
+                   f"norm_first={norm_first}")
     return worst
 
 
@@ -125,6 +135,8 @@ def check_encoder_layer(learner: Learner) -> float:
             worst = max(worst, compare_modules(addnorm.EncoderLayer(D_MODEL, HEADS, D_FF, 0.0, norm_first),
                                                EncoderLayer(D_MODEL, HEADS, D_FF, 0.0, norm_first),
                                                lambda m, x: m(x, mask), [x], seed=10))
+        same_draws(addnorm.EncoderLayer(D_MODEL, HEADS, D_FF, 0.5, norm_first),
+                   EncoderLayer(D_MODEL, HEADS, D_FF, 0.5, norm_first), lambda m, x: m(x), [x], f"norm_first={norm_first}")
     return worst
 
 
@@ -160,6 +172,9 @@ def check_decoder_layer(learner: Learner) -> float:
         worst = max(worst, compare_modules(addnorm.DecoderLayer(D_MODEL, HEADS, D_FF, 0.0, norm_first),
                                            DecoderLayer(D_MODEL, HEADS, D_FF, 0.0, norm_first),
                                            lambda m, x, memory: m(x, memory), [x, memory], seed=15))
+        same_draws(addnorm.DecoderLayer(D_MODEL, HEADS, D_FF, 0.5, norm_first),
+                   DecoderLayer(D_MODEL, HEADS, D_FF, 0.5, norm_first), lambda m, x, memory: m(x, memory),
+                   [x, memory], f"norm_first={norm_first}")
     return worst
 
 

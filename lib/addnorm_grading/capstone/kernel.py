@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from queue import Empty
 
@@ -29,24 +30,33 @@ def run_workbench(payload: dict, timeout: float = 600, kernel_name: str = "pytho
         client.wait_for_ready(timeout=120)
         code = ("from addnorm_grading.capstone.workbench import main as _capstone_main\n"
                 f"_capstone_main({json.dumps(json.dumps(payload))})")
-        result, error = None, None
-
-        def collect(message):
-            nonlocal result, error
-            content = message["content"]
-            if message["msg_type"] == "display_data" and MIME in content.get("data", {}):
-                result = content["data"][MIME]
-            elif message["msg_type"] == "error":
-                error = f"{content.get('ename')}: {content.get('evalue')}"
-
-        try:
-            client.execute_interactive(code, timeout=timeout, output_hook=collect, store_history=False)
-        except (TimeoutError, Empty):
-            raise KernelFailed(f"the capstone did not finish within {timeout:.0f} s") from None
-        if result is None:
-            raise KernelFailed(f"the kernel gave no result{f' ({error})' if error else ''}")
-        return result
+        return _result(manager, client, client.execute(code, store_history=False), timeout)
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
         folder.cleanup()
+
+
+def _result(manager, client, request: str, timeout: float) -> dict:
+    """The workbench's result, read from the kernel's messages until its request is done; a kernel that dies (the
+    learner's code exited it) or runs past `timeout` is said so at once."""
+    result, error, deadline = None, None, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            message = client.get_iopub_msg(timeout=1)
+        except Empty:
+            if not manager.is_alive():
+                raise KernelFailed("the kernel stopped (your code exited it, or it ran out of memory)") from None
+            continue
+        if message["parent_header"].get("msg_id") != request:
+            continue
+        content, kind = message["content"], message["msg_type"]
+        if kind == "display_data" and MIME in content.get("data", {}):
+            result = content["data"][MIME]
+        elif kind == "error":
+            error = f"{content.get('ename')}: {content.get('evalue')}"
+        elif kind == "status" and content.get("execution_state") == "idle":
+            if result is None:
+                raise KernelFailed(f"the kernel gave no result{f' ({error})' if error else ''}")
+            return result
+    raise KernelFailed(f"the capstone did not finish within {timeout:.0f} s")
