@@ -23,10 +23,11 @@ class Learner:
     namespaces: dict[str, dict] = field(default_factory=dict)
     cell_errors: dict[str, list[str]] = field(default_factory=dict)   # assignment -> "cell <id>: ValueError: …"
     missing_notebooks: list[str] = field(default_factory=list)
+    components: dict[str, object] = field(default_factory=dict)      # as the learner's cells defined them
 
     def component(self, name: str):
-        """The learner's class or function called `name`, or None."""
-        return self.namespaces.get(COMPONENTS[name], {}).get(name)
+        """The learner's class or function called `name` (as their cells defined it, whatever is bound since), or None."""
+        return self.components.get(name)
 
     def bind(self, assignment: str, **names) -> None:
         """Set names in an exercise's namespace (its code looks them up when it runs): LayerNorm, causal_mask, …"""
@@ -49,4 +50,5 @@ def load(code: dict[str, dict]) -> Learner:
             except BaseException as error:          # a learner's cell that raises: said, and the rest still loaded
                 errors.append(f"{where}: {short(error)}")
         learner.namespaces[assignment] = namespace
+    learner.components = {name: learner.namespaces.get(assignment, {}).get(name) for name, assignment in COMPONENTS.items()}
     return learner
