@@ -189,9 +189,14 @@ MISTAKES = {
     "decode_reads_the_first_position": (
         [("[:, -1].argmax(dim=-1)", "[:, 0].argmax(dim=-1)")], {"test_greedy_decode"}, "LAST position"),
 }
-# Test cells a mistake may fail or not: without its encoder the model still reaches about 78 % exact match, close
-# to the training test's 80 % bar, so which side it falls on depends on float rounding.
-MAY_ALSO_FAIL = {"memory_is_the_embedded_source": {"test_training_run"}}
+# Test cells a mistake may fail or not. Without its encoder the model still reaches about 78 % exact match, close to
+# the training test's 80 % bar, so which side it falls on depends on float rounding. The training test loads the
+# trained weights into the judge's addnorm.Transformer: weights trained through a forward pass that adds the encoding
+# twice, inverts a mask or leaves padding unmasked may work there or not.
+MAY_ALSO_FAIL = {"memory_is_the_embedded_source": {"test_training_run"}, "encoding_added_twice": {"test_training_run"},
+                 "mask_inverted_in_forward": {"test_training_run"},
+                 "padding_not_masked_in_cross_attention": {"test_training_run"},
+                 "padding_not_masked_in_the_encoder": {"test_training_run"}}
 
 
 # ---------------------------------------------------------------------------------------------- helpers

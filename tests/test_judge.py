@@ -207,6 +207,34 @@ def test_a_check_that_crashes_fails_the_test_and_is_kept_for_the_log(judge):
     assert result.visible is not None and trial.errors and "ex/test_double" in trial.errors[0]
 
 
+DIAGNOSING = textwrap.dedent('''\
+    import torch
+
+    # [inputs]
+    z = torch.ones(3)
+    # [observe]
+    doubled_ones = double(z)
+    # [diagnose]
+    assert not torch.equal(doubled_ones, z), "double returns its input unchanged: multiply it by 2"
+    # [check]
+    assert torch.equal(doubled_ones, 2 * z), "double(ones) should be twos"
+''')
+
+
+def test_a_hidden_diagnosis_speaks_first_even_when_the_visible_observing_raised(judge, tmp_path):
+    """A hidden `# [diagnose]` section's failing message is the cell's, ahead of the visible one; its observations
+    are made even when the visible observing lines raised; the visible verdict stays the visible test's own."""
+    (tmp_path / "checks" / "ex" / "test_double.py").write_text(DIAGNOSING)
+    identity = "def double(x):\n    return x\n"
+    result = verdicts(judge, identity)
+    assert result.visible.startswith("double(x) should be 2·x") and result.message == result.hidden
+    assert result.hidden == "double returns its input unchanged: multiply it by 2"
+    picky = "def double(x):\n    if x.dim() == 2:\n        raise ValueError('no matrices')\n    return x\n"
+    result = verdicts(judge, picky)
+    assert "raised ValueError" in result.visible and result.message == "double returns its input unchanged: multiply it by 2"
+    assert verdicts(judge, "def double(x):\n    return 2 * x\n").message is None
+
+
 def test_a_missing_seed_is_said_with_its_file(tmp_path):
     (tmp_path / "checks" / "ex").mkdir(parents=True)
     with pytest.raises(JudgeError, match="secret_seed"):

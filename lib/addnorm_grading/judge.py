@@ -121,8 +121,9 @@ class Judge:
         if shadowed:
             raise JudgeError(f"{assignment}/{grade_id}: its observing lines assign {shadowed}, which are inputs (the "
                              f"checks would read the kernel's values in place of the judge's): give them new names")
+        resume_at = head.count("\n") + 1 if hidden.parts["diagnose"].strip() else 0   # a diagnosis needs its observations
         code = ("from addnorm_grading.observation import observe as _addnorm_observe\n"
-                f"_addnorm_observe(globals(), {observation.encode(inputs)!r}, {observing!r}, {names!r})\n")
+                f"_addnorm_observe(globals(), {observation.encode(inputs)!r}, {observing!r}, {names!r}, {resume_at})\n")
         hidden_lines = {line.strip() for line in (hidden_text + "\n" + shared).splitlines()
                         if len(line.strip()) >= SAFETY_LINE}
         messages = {node.value for code in (observing, helpers) for node in ast.walk(ast.parse(code))
@@ -133,14 +134,18 @@ class Judge:
 
 @dataclass
 class Verdicts:
-    """A test's two verdicts (None: passed), and the one message its cell shows."""
+    """A test's two verdicts (None: passed), and the one message its cell shows: the visible verdict's, unless a
+    hidden diagnosis (a `# [diagnose]` section) named the mistake more precisely."""
 
     visible: str | None
     hidden: str | None
+    diagnosed: bool = False
 
     @property
     def message(self) -> str | None:
-        return self.visible if self.visible is not None else self.hidden
+        if self.diagnosed or self.visible is None:
+            return self.hidden
+        return self.visible
 
 
 @dataclass
@@ -173,13 +178,29 @@ class Trial:
         namespace["visible_check"] = lambda **bindings: exec(
             compile(self.visible.parts["check"], f"<{self.name}: check>", "exec"), dict(namespace, **bindings))
         raised = data["raised"]
+        diagnosis = self._diagnose(namespace, unsafe)
         if raised is None:
             return Verdicts(self._check(self.visible.parts["check"], namespace, unsafe),
-                            self._check(self.hidden.parts["check"], namespace, unsafe))
+                            diagnosis or self._check(self.hidden.parts["check"], namespace, unsafe), bool(diagnosis))
         message = self._raised_message(raised, learner_text, namespace, unsafe)
         if raised[4] > self.visible_observing_lines:          # raised in the hidden test's observing lines
-            return Verdicts(self._check(self.visible.parts["check"], namespace, unsafe), message)
-        return Verdicts(message, message)
+            return Verdicts(self._check(self.visible.parts["check"], namespace, unsafe), diagnosis or message,
+                            bool(diagnosis))
+        return Verdicts(message, diagnosis or message, bool(diagnosis))
+
+    def _diagnose(self, namespace: dict, unsafe: set[str]) -> str | None:
+        """A hidden diagnosis: the message of its first failing assertion, which the cell shows in place of the
+        visible one. Anything else it runs into (an observation missing because the learner's code raised) says
+        nothing."""
+        if not self.hidden.parts["diagnose"].strip():
+            return None
+        try:
+            exec(compile(self.hidden.parts["diagnose"], f"<{self.name}: diagnose>", "exec"), dict(namespace))
+        except AssertionError as error:
+            return self._safe(str(error) or "a check failed", unsafe)
+        except Exception:
+            return None
+        return None
 
     def _check(self, source: str, namespace: dict, unsafe: set[str]) -> str | None:
         """Run checks in the judge: None when they pass, else the message of the first that fails."""

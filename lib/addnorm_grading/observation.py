@@ -85,18 +85,23 @@ def describe(error: BaseException) -> tuple:
             observing[-1].lineno if observing else 0)
 
 
-def observe(namespace: dict, inputs: str, source: str, names: list[str]) -> None:
+def observe(namespace: dict, inputs: str, source: str, names: list[str], resume_at: int = 0) -> None:
     """Run a test's observing code in the learner's namespace, on the judge's inputs, and display what it found:
-    the values of `names` that it assigned, and the exception that stopped it, if any."""
+    the values of `names` that it assigned, and the first exception that stopped it, if any. `resume_at`: when the
+    lines before it raise, the observing code goes on from that line (a hidden test's own observations)."""
     for name in names:
         namespace.pop(name, None)
     namespace.update(decode(inputs))
     raised = None
+    lines = source.splitlines()
+    blocks = [(0, lines[:resume_at]), (resume_at, lines[resume_at:])] if 0 < resume_at < len(lines) else [(0, lines)]
     namespace[OBSERVING] = True                     # the notebooks' `_run` then lets the learner's exception through
     try:
-        exec(compile(source, OBSERVE_FILE, "exec"), namespace)
-    except Exception as error:                      # the learner's code raised: that is an observation too
-        raised = describe(error)
+        for start, block in blocks:
+            try:                                    # line numbers as in the whole observing code
+                exec(compile("\n" * start + "\n".join(block), OBSERVE_FILE, "exec"), namespace)
+            except Exception as error:              # the learner's code raised: that is an observation too
+                raised = raised or describe(error)
     finally:
         namespace.pop(OBSERVING, None)
     found = {name: as_data(namespace[name]) for name in names if name in namespace}

@@ -7,8 +7,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-SECTION = re.compile(r"^# \[(inputs|observe|check)\]")
-KINDS = ("inputs", "observe", "check")
+SECTION = re.compile(r"^# \[(inputs|observe|diagnose|check)\]")
+KINDS = ("inputs", "observe", "diagnose", "check")          # diagnose: a hidden test's checks that speak first
 
 
 @dataclass
