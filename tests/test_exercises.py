@@ -183,7 +183,7 @@ def test_shared_test_helpers_are_written_once(assignment):
 def test_helpers_that_exercises_share_come_from_one_source(repo_root):
     """The helpers several exercises' tests use are copied from addnorm_grading/helper_source.py (make exercises),
     into the notebooks and the hidden checks alike, and are not pasted anywhere else."""
-    shared = helpers.helper_sources()
+    shared = helpers.helper_sources(repo_root / "checks")
     stale = [str(path.relative_to(repo_root)) for folder in ("solutions", "checks")
              for pattern in ("*/*.ipynb", "*/*.py") for path in sorted((repo_root / folder).glob(pattern))
              if helpers.sync(path, write=False)]

@@ -1,5 +1,6 @@
 """Writes the shared test helpers (`addnorm_grading.helper_source`) into the solution notebooks' helpers cells
-and into the hidden checks (checks/<assignment>/*.py) that use them.
+and into the hidden checks (checks/<assignment>/*.py) that use them; those only hidden checks share come from the
+instructor's checks/_helpers.py.
 
 A helpers cell, or a hidden check, takes shared helpers with a pair of lines around them:
 
@@ -27,11 +28,21 @@ BLOCK = re.compile(r"^# \[shared helpers: (?P<names>[\w, ]+)\]\n(?P<body>.*?)^# 
                    re.MULTILINE | re.DOTALL)
 
 
-def helper_sources() -> dict[str, str]:
-    """Each shared helper's code, by name, as written in helper_source.py."""
-    text = (files("addnorm_grading") / "helper_source.py").read_text(encoding="utf-8")
+HIDDEN_SOURCE = "_helpers.py"          # checks/_helpers.py: the helpers only hidden checks share
+
+
+def _definitions(text: str) -> dict[str, str]:
     return {node.name: ast.get_source_segment(text, node) for node in ast.parse(text).body
             if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+
+
+def helper_sources(checks: Path | None = None) -> dict[str, str]:
+    """Each shared helper's code, by name: helper_source.py's, and with `checks` (a course's checks/ folder) the
+    hidden ones of checks/_helpers.py too."""
+    sources = _definitions((files("addnorm_grading") / "helper_source.py").read_text(encoding="utf-8"))
+    if checks is not None and (checks / HIDDEN_SOURCE).is_file():
+        sources.update(_definitions((checks / HIDDEN_SOURCE).read_text(encoding="utf-8")))
+    return sources
 
 
 def filled(source: str, sources: dict[str, str]) -> str:
@@ -40,7 +51,8 @@ def filled(source: str, sources: dict[str, str]) -> str:
         names = [name.strip() for name in match["names"].split(",")]
         unknown = [name for name in names if name not in sources]
         if unknown:
-            raise ValueError(f"shared helpers {unknown} are not in helper_source.py (it has {sorted(sources)})")
+            raise ValueError(f"shared helpers {unknown} are not in helper_source.py or checks/{HIDDEN_SOURCE} "
+                             f"(they have {sorted(sources)})")
         body = "\n\n\n".join(sources[name] for name in names)
         return f"# [shared helpers: {', '.join(names)}]\n{body}\n# [end of shared helpers]"
     return BLOCK.sub(block, source)
@@ -49,9 +61,9 @@ def filled(source: str, sources: dict[str, str]) -> str:
 def sync(path: Path, write: bool = True) -> bool:
     """Fill a notebook's helpers cell, or a hidden check, from the one source; True when it was (or, with
     write=False, would be) changed."""
-    if path.suffix == ".py":
+    if path.suffix == ".py":                        # a hidden check: checks/<assignment>/<grade_id>.py
         text = path.read_text(encoding="utf-8")
-        new = filled(text, helper_sources())
+        new = filled(text, helper_sources(path.parent.parent))
         if new != text and write:
             path.write_text(new, encoding="utf-8")
         return new != text
