@@ -396,7 +396,9 @@ def test_exercises_page_lists_and_links_every_exercise(page: Page, site_url: str
     labels = EXERCISE_OF_CHAPTER.values()
     assert not [label for label in labels if page.locator(f"#{label}").count() != 1], "exercise labels missing"
     downloads = {u for u in links if "/_downloads/" in u and u.endswith(".ipynb")}
-    assert len(downloads) == len(labels), f"expected {len(labels)} notebook downloads, found {sorted(downloads)}"
+    capstone = {u for u in downloads if u.endswith("/your_transformer.ipynb")}
+    assert len(capstone) == 1, f"the capstone notebook is not offered once: {sorted(downloads)}"
+    assert len(downloads - capstone) == len(labels), f"expected {len(labels)} exercise notebooks, found {sorted(downloads)}"
     assert not [c for c in EXERCISE_OF_CHAPTER if site_url + c not in links], "chapters the Exercises page misses"
 
 
