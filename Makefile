@@ -8,7 +8,9 @@
 #   make exercises  regenerate exercises/ from solutions/ with nbgrader
 #   make serve      serve the built site on http://127.0.0.1:8000
 #   make clean      remove build outputs
-#   make hub        start a course JupyterHub on 127.0.0.1 with an instructor and three students (root)
+#   make hub        start a course JupyterHub on 127.0.0.1 with an instructor and three students (root;
+#                   STUDENTS=N for student1..studentN; each user's password in /opt/addnorm-hub/state/passwords)
+#   make hub-enroll CLASS=students.csv   add a class list (nbgrader's students.csv format) to the running hub
 #   make hub-down   stop it and remove its users
 # Every target creates .venv on first use, and re-installs when pyproject.toml changes.
 
@@ -19,7 +21,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: book test test-fast lab exercises serve clean graphviz browser sweep budget hub hub-down sandbox grade check capstone
+.PHONY: book test test-fast lab exercises serve clean graphviz browser sweep budget hub hub-down sandbox grade check capstone hub-enroll
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -107,7 +109,12 @@ budget: $(STAMP)
 # /opt/addnorm-hub (from Debian's python3.11, with configurable-http-proxy from npm), then starts it; see hub/.
 hub: sandbox
 	@command -v npm >/dev/null || { $(APT_INSTALL) npm >/dev/null; }
-	@/usr/bin/python3 hub/hubctl.py up
+	@/usr/bin/python3 hub/hubctl.py up $(if $(STUDENTS),--students $(STUDENTS))
+
+# A class list in nbgrader's students.csv format (id,first_name,last_name,email) into the running hub: a Unix user
+# and a password for each id, and nbgrader's student table.
+hub-enroll:
+	@/usr/bin/python3 hub/hubctl.py enroll $(CLASS)
 
 hub-down:
 	@/usr/bin/python3 hub/hubctl.py down

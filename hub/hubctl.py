@@ -2,12 +2,17 @@
 """Start (`up`) and stop (`down`) the course's JupyterHub on 127.0.0.1 with real Unix users (`make hub`, `hub-down`).
 
 up   builds a Python environment every user can read (/opt/addnorm-hub/venv, from Debian's python3.11) and
-     configurable-http-proxy (npm), creates the users of course.toml's [hub] (an instructor and the students, homes
-     0700), nbgrader's exchange folder and the instructor's course folder (nbgrader_config.py, course.toml and
-     solutions/, every assignment generated), then starts JupyterHub in the background (PID in state/hub.pid).
-down stops the hub, every user server it recorded and any process left of the hub's users (by PID), removes the
-     users with their homes, the course's exchange folder and the hub's state. The environment stays: it is slow
-     to build, and holds nobody's data. Both are safe to run twice, and `down` after a failed or interrupted `up`.
+     configurable-http-proxy (npm), creates the users (course.toml's [hub] instructor, and its students or, with
+     --students N, student1 … studentN; homes 0700), each with a password of its own (state/passwords, root only:
+     one `user password` a line) for JupyterHub's PAM login, nbgrader's exchange folder and the instructor's course
+     folder (nbgrader_config.py, course.toml, solutions/ and checks/, every assignment generated, the students
+     enrolled), then starts JupyterHub in the background (PID in state/hub.pid).
+enroll FILE  adds a class list in nbgrader's students.csv format (id,first_name,last_name,email): a Unix user and a
+     password for each id, and the students in nbgrader's gradebook (`nbgrader db student import`), on a running hub.
+down stops the hub, every user server it recorded and any process left of the hub's users (by PID), removes every
+     user the hub made (whatever the class size) with their homes, the course's exchange folder and the hub's state.
+     The environment stays: it is slow to build, and holds nobody's data. Both are safe to run twice, and `down`
+     after a failed or interrupted `up`.
 
 Only the standard library: it runs before the shared environment exists. (Why home-made: JupyterHub and nbgrader
 document these steps but ship no command that performs them for local Unix users.)
@@ -16,7 +21,10 @@ document these steps but ship no command that performs them for local Unix users
 from __future__ import annotations
 
 import argparse
+import csv
+import grp
 import hashlib
+import re
 import json
 import os
 import pwd
@@ -42,9 +50,10 @@ PORT = int(os.environ.get("ADDNORM_HUB_PORT", "8000"))
 SYSTEM_PYTHON = "/usr/bin/python3.11"          # Debian's: root's own Python may live where users cannot read
 PROXY_VERSION = "5.3.0"                        # configurable-http-proxy, from npm
 INSTRUCTOR = CONSTANTS["hub"]["instructor"]
-STUDENTS = tuple(CONSTANTS["hub"]["students"])
-USERS = (INSTRUCTOR, *STUDENTS)
+DEFAULT_STUDENTS = tuple(CONSTANTS["hub"]["students"])
 MARKER = "addnorm course hub"                  # the users' comment field: `down` removes only users that carry it
+GROUP = "addnorm-course"                       # every hub user is in it: JupyterHub lets this group log in
+USERNAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")     # what useradd accepts on Debian (NAME_REGEX)
 COURSE_ID = CONSTANTS["course"]["id"]
 COURSE = Path("/home") / INSTRUCTOR / COURSE_ID
 EXCHANGE = Path(CONSTANTS["course"]["exchange"])
@@ -138,15 +147,62 @@ def hub_user(name: str) -> pwd.struct_passwd | None:
         return None
 
 
-def ensure_users() -> None:
-    """Create the instructor and the students (homes mode 0700: Debian's useradd makes them 0755)."""
-    for name in USERS:
+def the_class(count: int | None) -> tuple[str, ...]:
+    """The students: student1 … student<count>, else those this hub already has (state/class), else course.toml's."""
+    recorded = STATE / "class"
+    if count is not None:
+        if count < 1:
+            sys.exit(f"[hub] STUDENTS must be a whole number of at least 1, got {count}")
+        return tuple(f"student{i}" for i in range(1, count + 1))
+    if recorded.is_file():
+        return tuple(recorded.read_text().split())
+    return DEFAULT_STUDENTS
+
+
+def made_users() -> list[str]:
+    """Every user this hub made (their comment field says so), whatever the class size was."""
+    return sorted(user.pw_name for user in pwd.getpwall() if user.pw_gecos == MARKER)
+
+
+def ensure_users(names: list[str]) -> None:
+    """Create the users, in the course's group (homes mode 0700: Debian's useradd makes them 0755)."""
+    try:
+        grp.getgrnam(GROUP)
+    except KeyError:
+        run(["groupadd", GROUP])
+    for name in names:
+        if not USERNAME.match(name):
+            sys.exit(f"[hub] {name!r} cannot be a Unix user name: expected lower-case letters, digits, _ or -, "
+                     f"starting with a letter or _, at most 32 characters")
         user = hub_user(name)
         if user is None:
-            run(["useradd", "--create-home", "--comment", MARKER, "--shell", "/bin/bash", name])
+            run(["useradd", "--create-home", "--comment", MARKER, "--shell", "/bin/bash", "--groups", GROUP, name])
         elif user.pw_gecos != MARKER:
             sys.exit(f"[hub] a user named {name!r} already exists and was not made by `make hub`: not touching it.")
         os.chmod(f"/home/{name}", 0o700)
+
+
+def read_passwords() -> dict[str, str]:
+    """state/passwords: one `user password` a line."""
+    path = STATE / "passwords"
+    if not path.is_file():
+        return {}
+    return dict(line.split(" ", 1) for line in path.read_text().splitlines() if " " in line)
+
+
+def ensure_passwords(names: list[str]) -> dict[str, str]:
+    """A random password for each user that has none yet: set with chpasswd (PAM checks it), kept in
+    state/passwords (mode 0600, root's), one `user password` a line."""
+    passwords = read_passwords()
+    new = {name: secrets.token_urlsafe(9) for name in names if name not in passwords}
+    if new:
+        run(["chpasswd"], input="".join(f"{name}:{password}\n" for name, password in new.items()))
+        passwords.update(new)
+        path = STATE / "passwords"
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_text("".join(f"{name} {password}\n" for name, password in sorted(passwords.items())))
+    return passwords
 
 
 def ensure_exchange() -> None:
@@ -175,10 +231,11 @@ def install_settings() -> None:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
 
-def ensure_course() -> None:
+def ensure_course(students: tuple[str, ...]) -> None:
     """The instructor's course folder: what a course folder needs, every assignment generated, the students enrolled."""
     ready = STATE / "course-ready"
     if ready.is_file():
+        enroll_in_gradebook(students)
         return
     say(f"setting up the course in {COURSE}")
     shutil.rmtree(COURSE, ignore_errors=True)        # an interrupted earlier set-up
@@ -195,9 +252,19 @@ def ensure_course() -> None:
     run(["chown", "-R", f"{INSTRUCTOR}:{INSTRUCTOR}", str(COURSE), str(jupyter_dir)])
     for assignment in assignments():                 # one id per call
         as_user(INSTRUCTOR, ["nbgrader", "generate_assignment", assignment, "--force"], cwd=COURSE)
-    for student in STUDENTS:
-        as_user(INSTRUCTOR, ["nbgrader", "db", "student", "add", student], cwd=COURSE)
+    enroll_in_gradebook(students)
     ready.touch()
+
+
+def enroll_in_gradebook(students: tuple[str, ...]) -> None:
+    """nbgrader's student table: every student of the hub (`nbgrader db student import`, one call)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False, dir="/tmp") as table:
+        table.write("id,first_name,last_name,email\n" + "".join(f"{name},,,\n" for name in students))
+    os.chmod(table.name, 0o644)
+    try:
+        as_user(INSTRUCTOR, ["nbgrader", "db", "student", "import", table.name], cwd=COURSE)
+    finally:
+        os.unlink(table.name)
 
 
 def running_pid(pid_file: Path, command_word: str) -> int | None:
@@ -210,13 +277,13 @@ def running_pid(pid_file: Path, command_word: str) -> int | None:
     return pid if command_word in cmdline else None
 
 
-def hub_environment(password: str) -> dict[str, str]:
+def hub_environment() -> dict[str, str]:
     """The environment JupyterHub runs with: what hub/jupyterhub_config.py reads, the proxy and venv on PATH."""
     return {
         **os.environ,
         "PATH": f"{VENV}/bin:{NODE}/node_modules/.bin:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "ADDNORM_HUB_HOME": str(HUB_HOME), "ADDNORM_HUB_PORT": str(PORT), "ADDNORM_HUB_PASSWORD": password,
-        "ADDNORM_HUB_INSTRUCTOR": INSTRUCTOR, "ADDNORM_HUB_STUDENTS": " ".join(STUDENTS),
+        "ADDNORM_HUB_HOME": str(HUB_HOME), "ADDNORM_HUB_PORT": str(PORT), "ADDNORM_HUB_INSTRUCTOR": INSTRUCTOR,
+        "ADDNORM_HUB_GROUP": GROUP,
     }
 
 
@@ -236,30 +303,26 @@ def wait_for_hub(pid: int, log: Path, timeout: float = 90) -> None:
     sys.exit(f"[hub] JupyterHub did not answer on 127.0.0.1:{PORT} within {timeout:.0f} s; see {log}")
 
 
-def start_hub() -> None:
+def start_hub(students: tuple[str, ...]) -> None:
     """Start JupyterHub in its own session, record its PID, and wait until it answers."""
-    password_file = STATE / "password"
-    if not password_file.is_file():
-        password_file.write_text(secrets.token_urlsafe(12))
-        password_file.chmod(0o600)
-    password = password_file.read_text().strip()
     if running_pid(STATE / "hub.pid", "jupyterhub") is None:
         say(f"starting JupyterHub on http://127.0.0.1:{PORT}")
         log = STATE / "hub.log"
         with log.open("ab") as out:
             process = subprocess.Popen(
                 [str(VENV / "bin" / "jupyterhub"), "-f", str(REPO / "hub" / "jupyterhub_config.py")],
-                cwd=STATE, env=hub_environment(password), stdout=out, stderr=subprocess.STDOUT,
+                cwd=STATE, env=hub_environment(), stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True)
         (STATE / "hub.pid").write_text(str(process.pid))
         wait_for_hub(process.pid, log)
     else:
         say("JupyterHub is already running")
-    say(f"open http://127.0.0.1:{PORT} — users: {', '.join(USERS)}; password: {password} "
-        f"(also in {password_file}); stop with `make hub-down`")
+    shown = ", ".join([INSTRUCTOR, *students[:3]]) + (f", … {students[-1]}" if len(students) > 3 else "")
+    say(f"open http://127.0.0.1:{PORT} — users: {shown}; each user's password is in {STATE / 'passwords'} "
+        f"(root only); stop with `make hub-down`")
 
 
-def up() -> None:
+def up(count: int | None) -> None:
     """Everything `make hub` does, in order."""
     require_root("hub")
     os.umask(0o022)
@@ -267,11 +330,43 @@ def up() -> None:
     ensure_proxy()
     STATE.mkdir(parents=True, exist_ok=True)
     STATE.chmod(0o700)
-    ensure_users()
+    students = the_class(count)
+    ensure_users([INSTRUCTOR, *students])
+    ensure_passwords([INSTRUCTOR, *students])
+    (STATE / "class").write_text(" ".join(students))
     ensure_exchange()
     install_settings()
-    ensure_course()
-    start_hub()
+    ensure_course(students)
+    start_hub(students)
+
+
+def enroll(table: Path) -> None:
+    """`make hub-enroll CLASS=students.csv`: users, passwords and gradebook rows for a class list."""
+    require_root("hub-enroll")
+    if running_pid(STATE / "hub.pid", "jupyterhub") is None:
+        sys.exit("[hub] the hub is not running: start it with `make hub` first")
+    try:
+        with table.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as error:
+        sys.exit(f"[hub] cannot read the class list {table}: {error.strerror}")
+    if not rows or "id" not in rows[0]:
+        sys.exit(f"[hub] {table}: expected nbgrader's students.csv format, a header `id,first_name,last_name,email` "
+                 f"and one student a line; got {'no rows' if not rows else 'the columns ' + ', '.join(rows[0])}")
+    ids = [row["id"].strip() for row in rows]
+    ensure_users(ids)
+    ensure_passwords(ids)
+    students = sorted(set(the_class(None)) | set(ids))
+    (STATE / "class").write_text(" ".join(students))
+    table_copy = Path(tempfile.mkdtemp(dir="/tmp")) / "students.csv"
+    shutil.copy(table, table_copy)
+    os.chmod(table_copy.parent, 0o755)
+    os.chmod(table_copy, 0o644)
+    try:
+        as_user(INSTRUCTOR, ["nbgrader", "db", "student", "import", str(table_copy)], cwd=COURSE)
+    finally:
+        shutil.rmtree(table_copy.parent)
+    say(f"enrolled {len(ids)} students from {table}; their passwords are in {STATE / 'passwords'} (root only)")
 
 
 # --------------------------------------------------------------------------- down
@@ -331,16 +426,21 @@ def down() -> None:
         say("stopping JupyterHub (it stops the user servers)")
         stop([hub], grace=30)
     proxy = running_pid(STATE / "jupyterhub-proxy.pid", "configurable-http-proxy")
-    ours = {user.pw_uid for user in map(hub_user, USERS) if user and user.pw_gecos == MARKER}
+    names = made_users()
+    ours = {pwd.getpwnam(name).pw_uid for name in names}
     servers = [pid for pid in recorded_server_pids() if Path(f"/proc/{pid}").exists()
                and Path(f"/proc/{pid}").stat().st_uid in ours]
     stop([pid for pid in [proxy, *servers] if pid])
     stop(process_ids_of(ours))                       # kernels and terminals a killed server left behind
-    for name in USERS:
-        user = hub_user(name)
-        if user and user.pw_gecos == MARKER:
-            run(["userdel", "--remove", name])
-            say(f"removed user {name} and /home/{name}")
+    for name in names:
+        run(["userdel", "--remove", name])
+    if names:
+        say(f"removed {len(names)} users ({', '.join(names[:4])}{', …' if len(names) > 4 else ''}) and their homes")
+    try:
+        grp.getgrnam(GROUP)
+        run(["groupdel", GROUP])
+    except KeyError:
+        pass
     shutil.rmtree(EXCHANGE / COURSE_ID, ignore_errors=True)
     if (STATE / "made-exchange").exists():
         for folder in (EXCHANGE, EXCHANGE.parent):
@@ -351,10 +451,20 @@ def down() -> None:
 
 
 def main() -> None:
-    """Parse `up` or `down` and run it."""
+    """Parse `up [--students N]`, `enroll FILE` or `down` and run it."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("action", choices=["up", "down"])
-    {"up": up, "down": down}[parser.parse_args().action]()
+    parser.add_argument("action", choices=["up", "enroll", "down"])
+    parser.add_argument("table", nargs="?", type=Path, help="enroll: the class list, in students.csv format")
+    parser.add_argument("--students", type=int, help="up: a class of student1 … studentN (default: course.toml's)")
+    args = parser.parse_args()
+    if args.action == "up":
+        up(args.students)
+    elif args.action == "enroll":
+        if args.table is None:
+            sys.exit("[hub] enroll needs the class list: `make hub-enroll CLASS=students.csv`")
+        enroll(args.table)
+    else:
+        down()
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """JupyterHub for the Add & Norm course on 127.0.0.1, with real Unix users (started by `make hub`).
 
-hub/hubctl.py creates the users, the shared environment and the course, then starts JupyterHub with this file and
-these variables: ADDNORM_HUB_HOME (its folder), ADDNORM_HUB_PORT, ADDNORM_HUB_PASSWORD, ADDNORM_HUB_INSTRUCTOR and
-ADDNORM_HUB_STUDENTS (space-separated). Each user's server runs as that Unix user from the shared environment
-(LocalProcessSpawner); the instructor's and the students' servers read different Jupyter settings (hub/jupyter/).
+hub/hubctl.py creates the users (each with a password of its own, in the Unix group ADDNORM_HUB_GROUP), the shared
+environment and the course, then starts JupyterHub with this file and these variables: ADDNORM_HUB_HOME (its
+folder), ADDNORM_HUB_PORT, ADDNORM_HUB_INSTRUCTOR and ADDNORM_HUB_GROUP. Users log in with their Unix password
+(PAMAuthenticator); a student enrolled later (`make hub-enroll`) joins the group and can log in without a restart.
+Each user's server runs as that Unix user from the shared environment (LocalProcessSpawner); the instructor's and
+the students' servers read different Jupyter settings (hub/jupyter/).
 """
 
 import os
@@ -13,7 +15,7 @@ c = get_config()  # noqa: F821  (provided by traitlets when it loads this file)
 home = os.environ["ADDNORM_HUB_HOME"]
 port = int(os.environ["ADDNORM_HUB_PORT"])
 instructor = os.environ["ADDNORM_HUB_INSTRUCTOR"]
-students = os.environ["ADDNORM_HUB_STUDENTS"].split()
+group = os.environ["ADDNORM_HUB_GROUP"]
 venv_bin = f"{home}/venv/bin"
 state = f"{home}/state"
 
@@ -27,10 +29,10 @@ c.JupyterHub.db_url = f"sqlite:///{state}/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = f"{state}/jupyterhub_cookie_secret"
 c.JupyterHub.cleanup_servers = True                # stopping the hub stops every user's server
 
-# --- who may log in: the course's users, one shared password (a loopback demo, not a real login) ----------------
-c.JupyterHub.authenticator_class = "dummy"
-c.DummyAuthenticator.password = os.environ["ADDNORM_HUB_PASSWORD"]
-c.Authenticator.allowed_users = {instructor, *students}
+# --- who may log in: the course's users, each with their own Unix password (PAM) --------------------------------
+c.JupyterHub.authenticator_class = "pam"
+c.PAMAuthenticator.allowed_groups = {group}         # every user `make hub` or `make hub-enroll` made, and no one else
+c.PAMAuthenticator.open_sessions = False            # no PAM session (pam_systemd, lastlog): there is no login shell
 
 # --- each user's JupyterLab: their own Unix user, the shared environment, their home folder ---------------------
 c.JupyterHub.spawner_class = "localprocess"

@@ -1,8 +1,9 @@
 """The course JupyterHub, one assignment's whole nbgrader cycle, in headless Chromium (`make hub` / `make hub-down`).
 
 The test starts the hub exactly as a person does (`make hub`: real Unix users `instructor`, `student1`..`student3`,
-the exchange in /usr/local/share/nbgrader/exchange), then, in the browser, with every request to a host other than
-127.0.0.1 aborted:
+each logging in through PAM with a password of their own, the exchange in /usr/local/share/nbgrader/exchange), adds
+a class list with `make hub-enroll` (one more student, who can log in), then, in the browser, with every request to
+a host other than 127.0.0.1 aborted (and a wrong password refused):
 
 1. the instructor opens the formgrader (its pages, not a blank panel), sees every assignment of solutions/ there and
    releases each of them;
@@ -14,7 +15,8 @@ the exchange in /usr/local/share/nbgrader/exchange), then, in the browser, with 
 5. as the Unix user student2 (runuser): student1's work, the exchange's inbound and feedback listings, the
    instructor's solutions/ and gradebook are all unreadable, while student2's own notebook is readable.
 
-Finally `make hub-down` runs and the test checks that no user, home or process of the hub is left. Screenshots of
+Finally `make hub-down` runs and the test checks that no user (the enrolled one too), home or process of the hub
+is left. Screenshots of
 each step go to _build/screenshots/hub/. Any hub already running is taken down first (it needs a clean course).
 Needs root (it creates users): skipped otherwise, with that reason.
 """
@@ -53,6 +55,7 @@ CONSTANTS = tomllib.loads((ROOT / "course.toml").read_text())       # what hub/h
 INSTRUCTOR = CONSTANTS["hub"]["instructor"]
 USERS = (INSTRUCTOR, *CONSTANTS["hub"]["students"])
 FIRST, SECOND = CONSTANTS["hub"]["students"][:2]                    # student1 answers right, student2 wrong
+ENROLLED = "student9"                                               # added by `make hub-enroll` from a class list
 COURSE = Path("/home") / INSTRUCTOR / CONSTANTS["course"]["id"]
 EXCHANGE = Path(CONSTANTS["course"]["exchange"]) / CONSTANTS["course"]["id"]
 ASSIGNMENTS = sorted(folder.name for folder in (ROOT / "solutions").iterdir() if folder.is_dir())
@@ -64,9 +67,9 @@ WRITTEN_ANSWER = ("Post-LN normalizes after every addition, so the stream is re-
                   "the stream is an un-normalized running sum that grows with depth; a final LayerNorm is needed.")
 
 
-def make(target: str) -> subprocess.CompletedProcess:
-    """Run `make <target>` in the repository, as a person would."""
-    return subprocess.run(["make", "-C", str(ROOT), target], capture_output=True, text=True, timeout=1200)
+def make(target: str, *variables: str) -> subprocess.CompletedProcess:
+    """Run `make <target> [NAME=value …]` in the repository, as a person would."""
+    return subprocess.run(["make", "-C", str(ROOT), target, *variables], capture_output=True, text=True, timeout=1200)
 
 
 def as_user(user: str, *cmd: str, cwd: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -93,7 +96,7 @@ def processes_of(uids: set[int]) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def hub() -> Iterator[str]:
+def hub(tmp_path_factory) -> Iterator[dict[str, str]]:
     """A fresh course hub started with `make hub`; `make hub-down` afterwards must leave nothing behind."""
     make("hub-down")                                   # a clean course, whatever ran before
     shutil.rmtree(SHOTS, ignore_errors=True)
@@ -103,16 +106,28 @@ def hub() -> Iterator[str]:
     print(f"make hub: {time.monotonic() - started:.0f} s")
     again = make("hub")
     assert again.returncode == 0 and "already running" in again.stdout, f"a second make hub:\n{again.stdout}"
-    uids = {pwd.getpwnam(user).pw_uid for user in USERS}
-    for user in USERS:
+    class_list = tmp_path_factory.mktemp("class") / "students.csv"
+    class_list.write_text(f"id,first_name,last_name,email\n{ENROLLED},Ada,Lovelace,ada@example.org\n")
+    enrolled = make("hub-enroll", f"CLASS={class_list}")
+    assert enrolled.returncode == 0, f"make hub-enroll failed:\n{enrolled.stdout[-3000:]}\n{enrolled.stderr[-3000:]}"
+    listed = as_user(INSTRUCTOR, "nbgrader", "db", "student", "list", cwd=COURSE)
+    assert ENROLLED in listed.stdout and "Lovelace" in listed.stdout, f"not in the gradebook:\n{listed.stdout}"
+    everyone = (*USERS, ENROLLED)
+    uids = {pwd.getpwnam(user).pw_uid for user in everyone}
+    for user in everyone:
         assert os.stat(f"/home/{user}").st_mode & 0o777 == 0o700, f"/home/{user} must be mode 0700"
+    passwords_file = HUB_HOME / "state" / "passwords"
+    mode = os.stat(passwords_file)
+    assert mode.st_uid == 0 and mode.st_mode & 0o777 == 0o600, "the passwords file must be root's alone (0600)"
+    passwords = dict(line.split(" ", 1) for line in passwords_file.read_text().splitlines())
+    assert set(passwords) == set(everyone) and len(set(passwords.values())) == len(everyone), "one password each"
     try:
-        yield (HUB_HOME / "state" / "password").read_text().strip()
+        yield passwords
     finally:
         down = make("hub-down")
         assert down.returncode == 0, f"make hub-down failed:\n{down.stdout}\n{down.stderr}"
-        left_users = [user for user in USERS if _exists(user)]
-        left_homes = [user for user in USERS if Path(f"/home/{user}").exists()]
+        left_users = [user for user in everyone if _exists(user)]
+        left_homes = [user for user in everyone if Path(f"/home/{user}").exists()]
         assert not left_users and not left_homes, f"make hub-down left users {left_users}, homes {left_homes}"
         assert not processes_of(uids), "make hub-down left processes of the hub's users"
         assert not (HUB_HOME / "state").exists() and not EXCHANGE.exists()
@@ -284,12 +299,32 @@ def fetch_and_submit(browser: Any, password: str, student: str, correct: bool) -
 # --------------------------------------------------------------------------- the cycle
 
 
-def test_course_cycle_on_the_hub(hub: str, browser: Any) -> None:
+def refused(browser: Any, user: str, password: str) -> bool:
+    """Whether the hub's login page turns this user and password away (it stays on the login page, saying so)."""
+    context = browser.new_context()
+    context.route("**/*", loopback_only)
+    page = context.new_page()
+    page.goto(f"{BASE}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", password)
+    page.click("#login_submit")
+    page.wait_for_load_state()
+    turned_away = "/hub/login" in page.url and "Invalid username or password" in page.locator("body").inner_text()
+    context.close()
+    return turned_away
+
+
+def test_course_cycle_on_the_hub(hub: dict[str, str], browser: Any) -> None:
     """Release, fetch, submit, collect, autograde, manual grade, feedback on the hub; students see only their own."""
     started = time.monotonic()
-    password = hub
+    passwords = hub
+    assert refused(browser, FIRST, passwords[SECOND]), "student1 logged in with student2's password"
+    assert refused(browser, "root", passwords[FIRST]), "a user outside the course's group was let in"
+    enrolled = log_in(browser, ENROLLED, passwords[ENROLLED])          # enrolled from the class list
+    shot(enrolled, f"00-{ENROLLED}-enrolled-logged-in")
+    enrolled.context.close()
 
-    teacher = log_in(browser, INSTRUCTOR, password)
+    teacher = log_in(browser, INSTRUCTOR, passwords[INSTRUCTOR])
     assert {"Formgrader", "Create assignment", "Assignment List"} <= set(nbgrader_menu(teacher, "01-instructor-menu"))
     frame = formgrader(teacher)
     listed = frame.locator("td.name").all_inner_texts()
@@ -299,8 +334,8 @@ def test_course_cycle_on_the_hub(hub: str, browser: Any) -> None:
         assignment_action(teacher, frame, "release", f"Successfully released '{assignment}'",
                           f"03-instructor-released-{assignment}", assignment)
 
-    student1 = fetch_and_submit(browser, password, FIRST, correct=True)
-    student2 = fetch_and_submit(browser, password, SECOND, correct=False)
+    student1 = fetch_and_submit(browser, passwords[FIRST], FIRST, correct=True)
+    student2 = fetch_and_submit(browser, passwords[SECOND], SECOND, correct=False)
     student2.context.close()
 
     frame.locator("a:text-is('Manage Assignments')").click()            # reload it: now with a Collect button
