@@ -70,6 +70,22 @@ def test_parameters_pair_by_order_of_use_and_a_norms_scale_by_its_value():
     assert torch.equal(yours.first.gamma, reference.first.weight) and torch.equal(yours.first.beta, reference.first.bias)
 
 
+def test_a_module_called_through_forward_or_a_functional_still_pairs():
+    """Parameters are seen where torch receives them: `norm.forward(x)` and F.layer_norm(x, …, norm.weight) count."""
+    class Direct(_TwoNorms):
+        def forward(self, x):
+            h = torch.nn.functional.layer_norm(x, (8,), self.first.gamma, self.first.beta)
+            return self.second.forward(h * 2)
+
+    reference, yours = _TwoNorms(addnorm.LayerNorm), Direct(_RenamedNorm)
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.add_(torch.randn_like(p))
+    x = torch.randn(3, 8)
+    copy_weights(reference, yours, lambda m: m(x))
+    assert torch.allclose(reference(x), yours(x), atol=1e-5)
+
+
 def test_a_module_applied_twice_does_not_pair():
     class Shared(nn.Module):
         def __init__(self):

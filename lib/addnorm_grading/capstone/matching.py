@@ -1,7 +1,8 @@
 """Whose parameter is whose: the learner's modules matched to addnorm's by the order the forward pass applies them.
 
 Learners name their norms as they like (norm1, norms[0], ln_attn), so names say nothing; the order in which one
-probe forward pass calls the modules that own parameters does. Within one module, a norm's scale is told from its
+probe forward pass first uses each module's parameters does (seen by a TorchFunctionMode, so a module called through
+.forward, or whose weights go to a functional, counts too). Within one module, a norm's scale is told from its
 shift by their initial values (ones and zeros), whatever they are called.
 """
 
@@ -11,24 +12,39 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 
 
 class Mismatch(ValueError):
     """The two models' parameters cannot be paired: a different number of them, or of different shapes."""
 
 
+class _FirstUses(TorchFunctionMode):
+    """Records the order in which torch functions first receive each of `params` (however the module is called:
+    through __call__, through .forward, or its weights handed to a functional)."""
+
+    def __init__(self, params: list[nn.Parameter]) -> None:
+        super().__init__()
+        self.wanted, self.order = {id(p) for p in params}, []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        for leaf in tree_leaves((args, kwargs or {})):
+            if isinstance(leaf, torch.Tensor) and id(leaf) in self.wanted and id(leaf) not in self.order:
+                self.order.append(id(leaf))
+        return func(*args, **(kwargs or {}))
+
+
 def application_order(model: nn.Module, run: Callable[[nn.Module], object]) -> list[nn.Module]:
-    """The modules that own parameters, in the order `run(model)` first calls them (each once)."""
-    order, handles = [], []
-    for module in model.modules():
-        if any(True for _ in module.parameters(recurse=False)):
-            handles.append(module.register_forward_pre_hook(lambda m, args: order.append(m) if m not in order else None))
-    try:
-        with torch.no_grad():
-            run(model)
-    finally:
-        for handle in handles:
-            handle.remove()
+    """The modules that own parameters, in the order `run(model)` first uses one of their parameters (each once)."""
+    owner = {id(p): module for module in model.modules() for p in module.parameters(recurse=False)}
+    uses = _FirstUses(list(model.parameters()))
+    with torch.no_grad(), uses:
+        run(model)
+    order = []
+    for key in uses.order:
+        if owner[key] not in order:
+            order.append(owner[key])
     return order
 
 
