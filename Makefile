@@ -26,7 +26,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[course]"
+	$(BIN)/python -m pip install --quiet -e ".[course,load]"
 	touch $(STAMP)
 
 # Debian packages the build and the tests use; installed when missing (apt-get needs root:

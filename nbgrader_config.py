@@ -52,9 +52,9 @@ c.Execute.shutdown_kernel = "immediate"             # a graded kernel has nothin
 c.LimitOutput.max_lines = 1000                      # a runaway print cannot bloat the graded notebook
 c.LimitOutput.max_traceback = 100
 
-# --- feedback: the failing assertion messages, not the hidden tests' code -------------------------------------
+# --- feedback: the failing assertion messages, not the hidden tests' code; the visible ones alone before the due date
 c.GenerateFeedback.preprocessors = [
-    "nbgrader.preprocessors.GetGrades", "nbgrader.preprocessors.ClearHiddenTests",
-    "addnorm_grading.tracebacks.CleanTracebacks", "addnorm_grading.tracebacks.WrapErrorMessages",
-    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
+    "nbgrader.preprocessors.GetGrades", "addnorm_grading.feedback.VisibleBeforeDue",
+    "addnorm_grading.feedback.ClearHiddenTestsOfTests", "addnorm_grading.tracebacks.CleanTracebacks",
+    "addnorm_grading.tracebacks.WrapErrorMessages", "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
 c.Validator.width = 100                             # `nbgrader validate` wraps its messages at this width

@@ -283,7 +283,7 @@ def hub_environment() -> dict[str, str]:
         **os.environ,
         "PATH": f"{VENV}/bin:{NODE}/node_modules/.bin:{os.environ.get('PATH', '/usr/bin:/bin')}",
         "ADDNORM_HUB_HOME": str(HUB_HOME), "ADDNORM_HUB_PORT": str(PORT), "ADDNORM_HUB_INSTRUCTOR": INSTRUCTOR,
-        "ADDNORM_HUB_GROUP": GROUP,
+        "ADDNORM_HUB_GROUP": GROUP, "ADDNORM_HUB_COURSE": str(COURSE),
     }
 
 

@@ -2,7 +2,7 @@
 
 hub/hubctl.py creates the users (each with a password of its own, in the Unix group ADDNORM_HUB_GROUP), the shared
 environment and the course, then starts JupyterHub with this file and these variables: ADDNORM_HUB_HOME (its
-folder), ADDNORM_HUB_PORT, ADDNORM_HUB_INSTRUCTOR and ADDNORM_HUB_GROUP. Users log in with their Unix password
+folder), ADDNORM_HUB_PORT, ADDNORM_HUB_INSTRUCTOR, ADDNORM_HUB_GROUP and ADDNORM_HUB_COURSE (the instructor's course folder). Users log in with their Unix password
 (PAMAuthenticator); a student enrolled later (`make hub-enroll`) joins the group and can log in without a restart.
 Each user's server runs as that Unix user from the shared environment (LocalProcessSpawner); the instructor's and
 the students' servers read different Jupyter settings (hub/jupyter/).
@@ -16,6 +16,7 @@ home = os.environ["ADDNORM_HUB_HOME"]
 port = int(os.environ["ADDNORM_HUB_PORT"])
 instructor = os.environ["ADDNORM_HUB_INSTRUCTOR"]
 group = os.environ["ADDNORM_HUB_GROUP"]
+course = os.environ["ADDNORM_HUB_COURSE"]
 venv_bin = f"{home}/venv/bin"
 state = f"{home}/state"
 
@@ -55,3 +56,15 @@ def role_settings(spawner):
 
 
 c.Spawner.pre_spawn_hook = role_settings
+
+
+# --- feedback on submit: a managed service (no URL, so no API anyone can call), run as the instructor -----------
+# It grades each new submission and releases its feedback (addnorm_grading.feedback_service); the hub restarts it
+# when it exits. Its ledger and PID file: <course>/feedback-service/.
+c.JupyterHub.services = [{
+    "name": "feedback",
+    "user": instructor,
+    "command": [f"{venv_bin}/python", "-m", "addnorm_grading.feedback_service", f"--course={course}"],
+    "cwd": course,
+    "environment": {"PATH": f"{venv_bin}:/usr/bin:/bin", "LANG": "C.UTF-8"},
+}]

@@ -1,16 +1,23 @@
-"""Collecting submissions from nbgrader's exchange without following symbolic links.
+"""Collecting submissions from nbgrader's exchange: only what the named student made, and no symbolic link.
 
-The exchange's inbound folder is writable by every student, and nbgrader's collect copies a submission as the
-instructor with `shutil.copytree`, which follows links: a submission with a link to an instructor file (a solution
-notebook, the gradebook) would bring that file's content into submitted/ and from there into autograding.
-`SafeCollect` copies only regular files and folders: a link inside a submission is left out (and logged), and a
-submission folder that is itself a link is not collected at all. nbgrader_config.py names it
-(`c.ExchangeFactory.collect`).
+The exchange's inbound folder is writable by every student, and `nbgrader submit --student=…` can name anyone, so a
+submission folder says whose it is but does not prove it. nbgrader's collect only warns when the owner differs
+(`check_owner`), and copies a submission as the instructor with `shutil.copytree`, which follows links: a link to an
+instructor file (a solution notebook, the gradebook) would bring that file's content into submitted/ and from there
+into autograding.
+
+`refusal(folder, student)` says why a submission is not the named student's own work (None when it is): the folder
+is a link or holds one, or a file or folder in it belongs to another Unix user. `SafeCollect` (nbgrader_config.py's
+`c.ExchangeFactory.collect`) never collects a refused submission (it is logged, and an earlier genuine one of the
+same student is collected instead) and copies only regular files and folders. The feedback service
+(addnorm_grading.feedback_service) makes the same check before it grades.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
+import pwd
 import shutil
 
 from nbgrader.exchange.default.collect import ExchangeCollect
@@ -28,8 +35,62 @@ def links_in(folder: str) -> list[str]:
     return sorted(found)
 
 
+def owner_name(uid: int) -> str:
+    """The Unix user name of `uid` (or "uid N" when it has none)."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def refusal(folder: str, student: str) -> str | None:
+    """Why the submission `folder` is not `student`'s own work (None: it is): a link, a link inside, or a file or
+    folder owned by another Unix user than `student`."""
+    try:
+        uid = pwd.getpwnam(student).pw_uid
+    except KeyError:
+        return f"it names {student!r}, who has no Unix user here"
+    if os.path.islink(folder):
+        return f"the submission is a symbolic link (to {os.path.realpath(folder)}), not a folder {student} submitted"
+    links = links_in(folder)
+    if links:
+        return f"it carries symbolic links ({', '.join(links)})"
+    for directory, folders, files in os.walk(folder):
+        for path in [directory, *(os.path.join(directory, name) for name in folders + files)]:
+            owner = os.lstat(path).st_uid
+            if owner != uid:
+                where = os.path.relpath(path, folder)
+                return (f"it names {student} but {'the folder' if where == '.' else where} belongs to "
+                        f"{owner_name(owner)}")
+    return None
+
+
+def copy_submission(src: str, dest: str, ignore=None) -> None:
+    """Copy a submission folder's regular files and folders to `dest`, leaving every symbolic link out."""
+    def leave_out(directory, names):
+        usual = set(ignore(directory, names)) if ignore else set()
+        return usual | {name for name in names if os.path.islink(os.path.join(directory, name))}
+
+    shutil.copytree(src, dest, ignore=leave_out)
+
+
 class SafeCollect(ExchangeCollect):
-    """nbgrader's collect, copying no symbolic link (see the module's docstring)."""
+    """nbgrader's collect, collecting no refused submission and copying no symbolic link (see the module's docstring)."""
+
+    def _path_to_record(self, path):
+        record = super()._path_to_record(path)
+        if self.check_owner:
+            record["refusal"] = refusal(path, record["username"])
+            if record["refusal"]:                    # sorted last: an earlier genuine submission is collected instead
+                record["timestamp"] = datetime.datetime.min
+        return record
+
+    def copy_files(self):
+        for record in self.src_records:
+            if record.get("refusal"):
+                self.log.error("Not collected: %s (%s)", record["filename"], record["refusal"])
+        self.src_records = [record for record in self.src_records if not record.get("refusal")]
+        super().copy_files()
 
     def do_copy(self, src, dest, log=None):
         if os.path.islink(src):
@@ -44,13 +105,8 @@ class SafeCollect(ExchangeCollect):
             self.log.error("Directory size is too big")
             raise RuntimeError(f"Directory size is too big. Size is {size}, maximum size is "
                                f"{1000 * self.coursedir.max_dir_size}")
-        usual = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
-                                max_file_size=self.coursedir.max_file_size, log=self.log)
-
-        def ignore(directory, names):
-            return set(usual(directory, names)) | {n for n in names if os.path.islink(os.path.join(directory, n))}
-
-        shutil.copytree(src, dest, ignore=ignore)
+        copy_submission(src, dest, ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
+                                                   max_file_size=self.coursedir.max_file_size, log=self.log))
         if self.coursedir.groupshared:
             for directory, _, files in os.walk(dest):
                 os.chmod(directory, (os.stat(directory).st_mode | 0o2770) & 0o2777)

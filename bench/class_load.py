@@ -1,0 +1,466 @@
+"""A class at full size on the course hub: N students log in, fetch, answer, submit within about a minute, and get
+their feedback from the feedback service (addnorm_grading.feedback_service) while the instructor's formgrader is open.
+
+    sudo .venv/bin/python bench/class_load.py --students 30            # the issue's measurement
+    sudo .venv/bin/python bench/class_load.py --students 4 --kill-midway   # what tests/test_class_load.py runs
+
+Set-up, not timed: `make hub STUDENTS=N` (real Unix users, PAM logins), the instructor releases the assignment
+(`nbgrader release_assignment`, as the guide says), every user logs in and their server is spawned. Timed: each
+student (a Locust user: plain HTTP, as JupyterLab's Assignment List calls its server) starts at a random moment of
+the first ~50 s, fetches, writes an answer into the fetched notebook through the Jupyter contents API (a mix of
+correct, wrong, blank and tests/test_sandbox.py's hostile ones; no student kernel runs), submits, and asks for
+feedback every few seconds until it is there, then opens it. Meanwhile a real headless Chromium keeps reloading the
+instructor's formgrader (its gradebook and submissions pages) and records any error page. With --kill-midway the
+service is killed (SIGKILL, by the PID in its PID file) while it grades; the hub restarts it.
+
+After the class: one student submits in another's name (`nbgrader submit --student=…`) and one puts a submission
+with a symbolic link into the inbound folder by hand; both must be refused, and change no grade. Then it checks that
+the ledger, the gradebook and the exchange agree (every submission graded once, each with its feedback file), stops
+the hub (`make hub-down`), and prints, last:
+
+    class load: N/N submissions with feedback; submit-to-feedback median S s, max S s; hub API p95 S s; peak memory M GiB
+
+submit-to-feedback: from the submission's exchange timestamp to its released feedback file; hub API p95: over every
+HTTP request this script makes (set-up included); peak memory: machine-wide, MemTotal - MemAvailable. Exit status 1
+when anything above did not hold (the reasons are printed before the last line). Needs root: it creates users.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import random
+import re
+import runpy
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CONSTANTS = tomllib.loads((ROOT / "course.toml").read_text())
+HUB_HOME = Path("/opt/addnorm-hub")
+BASE = "http://127.0.0.1:8000"
+INSTRUCTOR = CONSTANTS["hub"]["instructor"]
+COURSE_ID = CONSTANTS["course"]["id"]
+COURSE = Path("/home") / INSTRUCTOR / COURSE_ID
+EXCHANGE = Path(CONSTANTS["course"]["exchange"]) / COURSE_ID
+LEDGER = COURSE / "feedback-service" / "ledger"
+PID_FILE = COURSE / "feedback-service" / "service.pid"
+ASSIGNMENT, NOTEBOOK = "01_residual", "residual"
+HOSTILE = ["reads_hidden_tests", "writes_gradebook", "kills_parent", "network", "fork_bomb", "sys_exit",
+           "floods_output"]                   # tests/test_sandbox.py's attacks that end quickly
+WRONG = [("if self.norm_first:", "if not self.norm_first:")]      # Post-LN and Pre-LN swapped
+FEEDBACK_WAIT = 300                           # seconds a student waits for feedback before the run counts it lost
+ERROR_WORDS = ("database is locked", "500 : Internal Server Error", "Traceback (most recent call last)")
+
+
+def say(message: str) -> None:
+    print(f"[class load] {message}", flush=True)
+
+
+def as_user(user: str, *cmd: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """A command as a hub user, in a clean environment with the hub's Python first on PATH (as their terminal)."""
+    env = ["env", "-i", f"HOME=/home/{user}", f"USER={user}", "LANG=C.UTF-8", f"PATH={HUB_HOME}/venv/bin:/usr/bin:/bin"]
+    return subprocess.run(["runuser", "-u", user, "--", *env, *cmd], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+# --------------------------------------------------------------------------- what the students write
+
+
+def answers(students: list[str]) -> dict[str, tuple[str, str, str]]:
+    """Each student's (kind, notebook whose solution cells they copy or "" for none, an extra cell's code or ""):
+    correct, wrong, blank and hostile in turn."""
+    from addnorm_grading import submissions
+    attacks = runpy.run_path(str(ROOT / "tests" / "test_sandbox.py"))["ATTACKS"]
+    fill = {"course": COURSE, "port": 9, "drop": "/tmp", "assignment": ASSIGNMENT, "notebook": NOTEBOOK,
+            "secrets": repr(["BEGIN HIDDEN TESTS", "SQLite format"])}
+    solution = submissions.solution_text(ASSIGNMENT, ROOT / "solutions")
+    wrong = submissions.with_replacements(ASSIGNMENT, WRONG, ROOT / "solutions")
+    chosen = {}
+    for i, student in enumerate(students):
+        kind = ["correct", "wrong", "blank", "hostile"][i % 4]
+        attack = HOSTILE[(i // 4) % len(HOSTILE)]
+        chosen[student] = {"correct": (kind, solution, ""), "wrong": (kind, wrong, ""), "blank": (kind, "", ""),
+                           "hostile": (f"hostile ({attack})", solution, attacks[attack].format(**fill))}[kind]
+    return chosen
+
+
+def filled_in(fetched: dict, answer: str, extra: str) -> dict:
+    """The fetched notebook with each solution cell's source taken from `answer`'s cell of the same grade id, and
+    `extra` (when given) as a new code cell just before the first test: what a learner types."""
+    cells = [dict(cell) for cell in fetched["cells"]]
+    if answer:
+        written = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in json.loads(answer)["cells"]
+                   if c["metadata"].get("nbgrader", {}).get("solution")}
+        for cell in cells:
+            grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+            if cell["metadata"].get("nbgrader", {}).get("solution") and grade_id in written:
+                cell["source"] = written[grade_id]
+    if extra:
+        first_test = next(i for i, c in enumerate(cells) if c["cell_type"] == "code"
+                          and c["metadata"].get("nbgrader", {}).get("grade"))
+        cells.insert(first_test, {"cell_type": "code", "metadata": {}, "source": extra, "outputs": [],
+                                  "execution_count": None})
+    return {**fetched, "cells": cells}
+
+
+# --------------------------------------------------------------------------- the formgrader, in a real browser
+
+
+def watch_formgrader(password: str, stop_file: Path, out: Path) -> None:
+    """Log the instructor in (headless Chromium) and reload the formgrader's pages until stop_file exists; write
+    {"pages": n, "errors": [...]} to out. Runs in a process of its own (Locust's gevent patches this one)."""
+    from playwright.sync_api import sync_playwright
+    errors, pages = [], 0
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.route(re.compile(r"^(?!https?://127\.0\.0\.1[:/]).*"), lambda route: route.abort())
+        page.goto(f"{BASE}/hub/login")
+        page.fill("#username_input", INSTRUCTOR)
+        page.fill("#password_input", password)
+        page.click("#login_submit")
+        page.wait_for_url(re.compile(r".*/user/.*"), timeout=120_000)
+        urls = [f"{BASE}/user/{INSTRUCTOR}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK}",
+                f"{BASE}/user/{INSTRUCTOR}/formgrader/manage_submissions/{ASSIGNMENT}",
+                f"{BASE}/user/{INSTRUCTOR}/formgrader/manage_students"]
+        while not stop_file.exists():
+            for url in urls:
+                response = page.goto(url, wait_until="networkidle", timeout=60_000)
+                page.wait_for_timeout(500)             # the tables fill from the formgrader's API
+                text = page.content()
+                pages += 1
+                if response is None or response.status >= 400 or any(word in text for word in ERROR_WORDS):
+                    errors.append(f"{url}: HTTP {response.status if response else '?'}")
+                    page.screenshot(path=str(out.with_suffix(f".error{len(errors)}.png")))
+        page.screenshot(path=str(out.with_suffix(".png")), full_page=True)
+        browser.close()
+    out.write_text(json.dumps({"pages": pages, "errors": errors}))
+
+
+# --------------------------------------------------------------------------- the load
+
+
+def memory_used() -> int:
+    """Bytes in use machine-wide: MemTotal - MemAvailable."""
+    info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    return (int(info["MemTotal"].split()[0]) - int(info["MemAvailable"].split()[0])) * 1024
+
+
+def run_class(students: list[str], passwords: dict[str, str], kill_midway: bool) -> dict:
+    """The set-up logins and spawns, then the timed class (Locust users); returns what was measured."""
+    import gevent
+    import gevent.pool
+    from locust import HttpUser, constant, events, task
+    from locust.clients import HttpSession
+    from locust.env import Environment
+    from locust.exception import StopUser
+
+    env = Environment(events=events)
+    env.create_local_runner()
+    found = {"feedback": {}, "problems": [], "peak": memory_used(), "kill": None, "done": 0}
+    chosen = answers(students)
+
+    def xsrf(client, path: str) -> dict:
+        for cookie in client.cookies:
+            if cookie.name == "_xsrf" and cookie.path.rstrip("/") == path.rstrip("/"):
+                return {"X-XSRFToken": cookie.value}
+        return {}
+
+    def log_in_and_spawn(user: str) -> HttpSession:
+        client = HttpSession(BASE, env.events.request, None)
+        client.get("/hub/login", name="/hub/login")
+        token = xsrf(client, "/hub/").get("X-XSRFToken", "")
+        client.post("/hub/login", data={"username": user, "password": passwords[user], "_xsrf": token},
+                    name="/hub/login [POST]", allow_redirects=False)
+        headers = xsrf(client, "/hub/")
+        client.post(f"/hub/api/users/{user}/server", headers=headers, name="/hub/api/users/[user]/server")
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            model = client.get(f"/hub/api/users/{user}", headers=headers, name="/hub/api/users/[user]").json()
+            if model.get("servers", {}).get("", {}).get("ready"):
+                break
+            gevent.sleep(1)
+        else:
+            raise RuntimeError(f"{user}'s server did not start within 180 s")
+        client.get(f"/user/{user}/lab", name="/user/[user]/lab")          # the server's own cookies
+        return client
+
+    say(f"logging in and spawning {len(students) + 1} servers")
+    sessions = {}
+    pool = gevent.pool.Pool(4)
+    for user, client in zip([INSTRUCTOR, *students], pool.imap(log_in_and_spawn, [INSTRUCTOR, *students])):
+        sessions[user] = client
+
+    stop_file = Path(f"/tmp/class-load-{os.getpid()}.stop")
+    watched = ROOT / "_build" / "screenshots" / "class_load" / "formgrader.json"
+    watched.parent.mkdir(parents=True, exist_ok=True)
+    watcher = subprocess.Popen([sys.executable, __file__, "--watch-formgrader", str(stop_file), str(watched)],
+                               stdin=subprocess.PIPE, text=True)
+    watcher.stdin.write(passwords[INSTRUCTOR] + "\n")
+    watcher.stdin.close()
+
+    queue = list(students)
+    form = {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT}
+
+    class Student(HttpUser):
+        host = BASE
+        wait_time = constant(0)
+
+        def on_start(self):
+            if not queue:                             # Locust keeps its user count: no student is left to be
+                raise StopUser()
+            self.user_name = queue.pop(0)
+            self.client = sessions[self.user_name]
+
+        def post(self, action):
+            name = f"/user/[user]/assignments/{action}"
+            url = f"/user/{self.user_name}/assignments/{action}"
+            return self.client.post(url, data=form, headers=xsrf(self.client, f"/user/{self.user_name}/"), name=name)
+
+        @task
+        def whole_cycle(self):
+            try:
+                self.fetch_answer_submit_and_wait()
+            except Exception as error:                # a student whose cycle broke is a finding, not a retry
+                found["problems"].append(f"{self.user_name}: {type(error).__name__}: {error}")
+            found["done"] += 1
+            raise StopUser()
+
+        def fetch_answer_submit_and_wait(self):
+            user, base = self.user_name, f"/user/{self.user_name}"
+            headers = xsrf(self.client, f"{base}/")
+            self.post("fetch")
+            path = f"{base}/api/contents/{ASSIGNMENT}/{NOTEBOOK}.ipynb"
+            model = self.client.get(path, name="/user/[user]/api/contents/[notebook]").json()
+            notebook = filled_in(model["content"], chosen[user][1], chosen[user][2])
+            self.client.put(path, json={"type": "notebook", "format": "json", "content": notebook},
+                            headers=headers, name="/user/[user]/api/contents/[notebook] [PUT]")
+            submitted = self.post("submit").json()
+            if not submitted.get("success"):
+                raise RuntimeError(f"submit failed: {str(submitted.get('value'))[-300:]}")
+            deadline = time.monotonic() + FEEDBACK_WAIT
+            while time.monotonic() < deadline:
+                gevent.sleep(3)
+                listing = self.post("fetch_feedback").json()["value"]
+                done = [s for a in listing if a.get("assignment_id") == ASSIGNMENT and a.get("status") == "submitted"
+                        for s in a.get("submissions", []) if s.get("has_local_feedback")]
+                if done:
+                    folder = done[-1]["local_feedback_path"]            # relative to the server's root, ~
+                    page = self.client.get(f"{base}/files/{folder}/{NOTEBOOK}.html",
+                                           name="/user/[user]/files/[feedback]")
+                    found["feedback"][user] = "Score" in page.text
+                    return
+            found["problems"].append(f"{user} had no feedback {FEEDBACK_WAIT} s after submitting")
+
+    def sample_memory():
+        while True:
+            found["peak"] = max(found["peak"], memory_used())
+            gevent.sleep(0.5)
+
+    def kill_while_grading():
+        while True:
+            lines = LEDGER.read_text().splitlines() if LEDGER.is_file() else []
+            graded = sum("\tgraded\t" in line for line in lines)
+            grading = {line.split("\t")[1] for line in lines if "\tgrading\t" in line}
+            finished = {line.split("\t")[1] for line in lines if re.search(r"\t(graded|failed)\t", line)}
+            if graded >= max(1, len(students) // 3) and grading - finished:
+                pid = int(PID_FILE.read_text())
+                os.kill(pid, signal.SIGKILL)
+                killed_at = time.monotonic()
+                say(f"killed the feedback service (pid {pid}) while it graded {len(grading - finished)}")
+                while not PID_FILE.is_file() or int(PID_FILE.read_text() or 0) == pid:
+                    gevent.sleep(1)
+                found["kill"] = (pid, sorted(grading - finished), time.monotonic() - killed_at)
+                say(f"the hub restarted it after {found['kill'][2]:.0f} s (pid {PID_FILE.read_text().strip()})")
+                return
+            gevent.sleep(0.5)
+
+    helpers = [gevent.spawn(sample_memory)] + ([gevent.spawn(kill_while_grading)] if kill_midway else [])
+    say(f"the class starts: {len(students)} students over ~50 s")
+    started = time.monotonic()
+    env.user_classes = [Student]
+    env.runner.start(len(students), spawn_rate=max(len(students) / 50, 0.2))
+    while found["done"] < len(students):
+        gevent.sleep(1)
+        if time.monotonic() - started > FEEDBACK_WAIT + 120:
+            found["problems"].append("the class did not finish in time")
+            break
+    env.runner.quit()
+    for helper in helpers:
+        helper.kill()
+    stop_file.touch()
+    watcher.wait(timeout=180)
+    stop_file.unlink(missing_ok=True)
+    shown = json.loads(watched.read_text()) if watched.is_file() else {"pages": 0, "errors": ["the watcher died"]}
+    say(f"the formgrader was reloaded {shown['pages']} times: {len(shown['errors'])} error pages")
+    found["problems"] += [f"formgrader error page: {error}" for error in shown["errors"]]
+    found["p95"] = env.stats.total.get_response_time_percentile(0.95) / 1000
+    found["failed_requests"] = env.stats.total.num_failures
+    for error in env.stats.errors.values():
+        found["problems"].append(f"HTTP request failed: {error.method} {error.name}: {error.error} "
+                                 f"({error.occurrences}×)")
+    return found
+
+
+# --------------------------------------------------------------------------- forgeries and the books
+
+
+def ledger_lines() -> list[list[str]]:
+    return [line.split("\t") for line in LEDGER.read_text().splitlines()] if LEDGER.is_file() else []
+
+
+def wait_for_ledger(submission: str, timeout: float = 120) -> list[str]:
+    """The final ledger line of `submission` once there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in ledger_lines():
+            if line[1] == submission and line[2] in ("graded", "failed", "refused", "superseded"):
+                return line
+        time.sleep(1)
+    raise RuntimeError(f"the feedback service did not decide on {submission} within {timeout:.0f} s")
+
+
+def scores() -> dict[str, float]:
+    """Each student's score on the assignment, from the gradebook."""
+    with sqlite3.connect(f"file:{COURSE / 'gradebook.db'}?mode=ro", uri=True) as db:
+        rows = db.execute("select student.id, sum(coalesce(grade.manual_score, grade.auto_score, 0)) from grade "
+                          "join submitted_notebook on grade.notebook_id = submitted_notebook.id "
+                          "join submitted_assignment on submitted_notebook.assignment_id = submitted_assignment.id "
+                          "join student on submitted_assignment.student_id = student.id group by student.id")
+        return dict(rows.fetchall())
+
+
+def forgeries(students: list[str]) -> list[str]:
+    """A submission in another's name and one with a symbolic link: both refused, no grade changed."""
+    problems = []
+    forger, victim, linker = students[0], students[1 % len(students)], students[-1]
+    before = scores()
+    result = as_user(forger, "nbgrader", "submit", ASSIGNMENT, f"--student={victim}", cwd=Path("/home") / forger)
+    named = sorted(p.name for p in (EXCHANGE / "inbound").iterdir() if p.name.startswith(f"{victim}+")
+                   and p.stat().st_uid == int(subprocess.check_output(["id", "-u", forger])))
+    if result.returncode != 0 or not named:
+        return [f"{forger} could not submit in {victim}'s name, so nothing was tested: {result.stderr[-500:]}"]
+    line = wait_for_ledger(named[-1])
+    say(f"{forger}'s submission in {victim}'s name: {line[2]}: {line[3]}")
+    if line[2] != "refused":
+        problems.append(f"a submission made by {forger} in {victim}'s name was {line[2]}, not refused")
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    folder = EXCHANGE / "inbound" / f"{linker}+{ASSIGNMENT}+{stamp}+linked"
+    code = (f"import os; f = {str(folder)!r}; os.mkdir(f); os.symlink({str(COURSE / 'gradebook.db')!r}, "
+            f"f + '/{NOTEBOOK}.ipynb'); open(f + '/timestamp.txt', 'w').write({stamp!r})")
+    made = as_user(linker, "python3", "-c", code)
+    if made.returncode != 0:
+        problems.append(f"{linker} could not make a linked submission: {made.stderr[-500:]}")
+    else:
+        line = wait_for_ledger(folder.name)
+        say(f"{linker}'s submission with a symbolic link: {line[2]}: {line[3]}")
+        if line[2] != "refused":
+            problems.append(f"a submission carrying a symbolic link was {line[2]}, not refused")
+    if scores() != before:
+        problems.append(f"the refused submissions changed grades: {before} → {scores()}")
+    return problems
+
+
+def feedback_file(submission: Path) -> Path:
+    """Where release_feedback puts this submission's feedback in the exchange (nbgrader's hash of its secret)."""
+    from nbgrader.utils import notebook_hash
+    secret = (submission / "submission_secret.txt").read_text()
+    return EXCHANGE / "feedback" / f"{notebook_hash(secret=secret, notebook_id=NOTEBOOK)}.html"
+
+
+def the_books(students: list[str], found: dict) -> tuple[list[float], list[str]]:
+    """Ledger, gradebook and exchange agree; each submission's submit-to-feedback seconds."""
+    problems, latencies = [], []
+    lines = ledger_lines()
+    graded = [line for line in lines if line[2] == "graded"]
+    gradebook = scores()
+    for student in students:
+        theirs = sorted(p for p in (EXCHANGE / "inbound").iterdir() if p.name.startswith(f"{student}+{ASSIGNMENT}+")
+                        and not p.is_symlink() and (p / "submission_secret.txt").is_file())
+        own = [p for p in theirs if p.stat().st_uid == int(subprocess.check_output(["id", "-u", student]))]
+        if len(own) != 1:
+            problems.append(f"{student} has {len(own)} submissions of their own in the exchange, expected 1")
+            continue
+        submission = own[0]
+        times = [line for line in graded if line[1] == submission.name]
+        if len(times) != 1:
+            problems.append(f"{submission.name} was graded {len(times)} times according to the ledger")
+            continue
+        ledger_score = float(re.search(r"score ([\d.]+)/", times[0][3]).group(1))
+        if abs(gradebook.get(student, -1) - ledger_score) > 1e-9:
+            problems.append(f"{student}: the ledger says {ledger_score}, the gradebook {gradebook.get(student)}")
+        released = feedback_file(submission)
+        if not released.is_file():
+            problems.append(f"{student}'s feedback is not in the exchange ({released.name})")
+            continue
+        if not found["feedback"].get(student):
+            problems.append(f"{student} did not see their feedback (with its score)")
+            continue
+        stamp = submission.name.rsplit("+", 3)[2]
+        submitted = datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f %Z").replace(tzinfo=datetime.timezone.utc)
+        latencies.append(released.stat().st_mtime - submitted.timestamp())
+    if found["kill"]:
+        pid, in_flight, _ = found["kill"]
+        for name in in_flight:
+            starts = sum(1 for line in lines if line[1] == name and line[2] == "grading")
+            if starts < 2:
+                problems.append(f"{name} was being graded when the service was killed, but was not graded again")
+    return latencies, problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=30)
+    parser.add_argument("--kill-midway", action="store_true", help="kill the feedback service while it grades")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep-hub", action="store_true", help="leave the hub running afterwards (to look around)")
+    parser.add_argument("--watch-formgrader", nargs=2, metavar=("STOP_FILE", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.watch_formgrader:
+        watch_formgrader(sys.stdin.readline().strip(), Path(args.watch_formgrader[0]), Path(args.watch_formgrader[1]))
+        return 0
+    if os.geteuid() != 0:
+        sys.exit("bench/class_load.py needs root: `make hub` creates the students' Unix users")
+    random.seed(args.seed)
+    students = [f"student{i}" for i in range(1, args.students + 1)]
+    make = ["make", "-C", str(ROOT), "--no-print-directory"]
+    subprocess.run([*make, "hub-down"], capture_output=True, text=True)
+    say(f"make hub STUDENTS={args.students}")
+    up = subprocess.run([*make, "hub", f"STUDENTS={args.students}"], capture_output=True, text=True)
+    if up.returncode != 0:
+        sys.exit(f"make hub failed:\n{up.stdout[-3000:]}{up.stderr[-3000:]}")
+    try:
+        passwords = dict(line.split(" ", 1) for line in (HUB_HOME / "state" / "passwords").read_text().splitlines())
+        release = as_user(INSTRUCTOR, "nbgrader", "release_assignment", ASSIGNMENT, "--force", cwd=COURSE)
+        if release.returncode != 0:
+            sys.exit(f"nbgrader release_assignment failed: {release.stderr[-2000:]}")
+        found = run_class(students, passwords, args.kill_midway)
+        problems = list(found["problems"])
+        problems += forgeries(students)
+        latencies, more = the_books(students, found)
+        problems += more
+    finally:
+        down = subprocess.run(["true"]) if args.keep_hub else subprocess.run([*make, "hub-down"], capture_output=True, text=True)
+        if down.returncode != 0:
+            print(f"make hub-down failed:\n{down.stdout[-2000:]}{down.stderr[-2000:]}")
+    for problem in problems:
+        print(f"PROBLEM: {problem}")
+    median = statistics.median(latencies) if latencies else float("nan")
+    longest = max(latencies) if latencies else float("nan")
+    print(f"class load: {len(latencies)}/{len(students)} submissions with feedback; submit-to-feedback median "
+          f"{median:.1f} s, max {longest:.1f} s; hub API p95 {found['p95']:.2f} s; peak memory "
+          f"{found['peak'] / 2**30:.1f} GiB")
+    return 1 if problems or len(latencies) != len(students) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

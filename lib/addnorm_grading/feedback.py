@@ -1,0 +1,79 @@
+"""What a learner's feedback shows: preprocessors of `nbgrader generate_feedback` (nbgrader_config.py names them).
+
+`VisibleBeforeDue`: feedback before the due date shows the visible checks only.
+
+A graded notebook keeps each judged test's visible and hidden verdicts apart (`addnorm_grading.verdicts`). Until the
+assignment's due date (nbgrader's gradebook), the feedback a learner gets is built from the visible verdicts alone:
+each judged test shows its visible verdict, its score counts that verdict, the total is the sum, and a note at the
+top says so and when the hidden checks join. After the due date, or for an assignment without one, the feedback is
+the whole grade. The gradebook always holds the whole grade. It runs after nbgrader's GetGrades.
+
+`ClearHiddenTestsOfTests`: nbgrader's ClearHiddenTests, on test cells only. nbgrader's looks for its markers in every
+cell, so a learner who writes "BEGIN HIDDEN TESTS" in an answer (a hostile submission does) made feedback
+generation fail for them; the markers only mean something in the instructor's test cells.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from nbformat.v4 import new_markdown_cell
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
+from nbgrader.utils import is_grade, is_solution
+from traitlets import Bool
+
+from addnorm_grading.verdicts import SPLIT, is_test_cell, visible_only
+
+NOTE = ("**Before the due date ({due} UTC) this feedback shows the visible checks only**, the ones in your notebook, "
+        "and its score counts only them. The hidden checks have run too: they join this feedback after the due date.")
+
+
+def due_date(db_url: str, assignment: str) -> datetime.datetime | None:
+    """The assignment's due date in the gradebook (naive UTC, as nbgrader keeps it), or None."""
+    with Gradebook(db_url) as gradebook:
+        try:
+            return gradebook.find_assignment(assignment).duedate
+        except MissingEntry:
+            return None
+
+
+def utc_now() -> datetime.datetime:
+    """The time now, naive UTC like nbgrader's due dates."""
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+
+
+def before_due(db_url: str, assignment: str) -> bool:
+    """Whether the assignment has a due date that has not passed yet."""
+    due = due_date(db_url, assignment)
+    return due is not None and utc_now() < due
+
+
+class VisibleBeforeDue(NbGraderPreprocessor):
+    """Before the due date: each judged test's visible verdict and score only, and a note saying so."""
+
+    enabled = Bool(True, help="Show only the visible verdicts before the due date (False: the whole grade always)."
+                   ).tag(config=True)
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        due = due_date(info["db_url"], info["assignment"])
+        if not self.enabled or due is None or utc_now() >= due:
+            return nb, resources
+        shown = visible_only(nb)
+        for cell in shown.cells:
+            if is_test_cell(cell) and SPLIT in cell.metadata and "score" in cell.metadata.nbgrader:
+                visible_score = cell.metadata.nbgrader["points"] if cell.metadata[SPLIT]["visible"] is None else 0
+                info["score"] += visible_score - cell.metadata.nbgrader["score"]
+                cell.metadata.nbgrader["score"] = visible_score
+        shown.cells.insert(0, new_markdown_cell(NOTE.format(due=f"{due:%Y-%m-%d %H:%M}")))
+        return shown, resources
+
+
+class ClearHiddenTestsOfTests(ClearHiddenTests):
+    """Remove the hidden tests from the instructor's test cells, and leave every other cell as it is."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if cell.cell_type != "code" or not is_grade(cell) or is_solution(cell):
+            return cell, resources
+        return super().preprocess_cell(cell, resources, cell_index)

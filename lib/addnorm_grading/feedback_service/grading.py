@@ -1,0 +1,87 @@
+"""What a grading worker of the feedback service does for one submission (a process of its own, warm between jobs).
+
+The worker is the instructor's nbgrader, in-process (`NbGraderAPI`, as the formgrader calls it): copy the verified
+submission into submitted/, autograde (learner code runs only in the sandboxed kernel nbgrader_config.py names),
+generate and release that student's feedback. A worker dies with the service (PR_SET_PDEATHSIG), so a killed
+service leaves no grading behind it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+from pathlib import Path
+
+from nbgrader.api import Gradebook
+from nbgrader.apps import NbGraderAPI
+from nbgrader.apps.nbgraderapp import NbGraderApp
+from nbgrader.utils import ignore_patterns
+
+from addnorm_grading.feedback import before_due
+from addnorm_grading.exchange import copy_submission
+from addnorm_grading.feedback_service.inbound import Submission
+from addnorm_grading.feedback_service.ledger import ALL_CHECKS, VISIBLE_ONLY
+
+PR_SET_PDEATHSIG = 1
+api: NbGraderAPI | None = None      # this worker's nbgrader, made by start_worker
+
+
+def start_worker(course: str, exchange: str) -> None:
+    """In a new worker process: die with the service, work in the course folder, load nbgrader's settings (the
+    exchange root as the service has it). What the kernels it starts print goes nowhere: a learner's flood of
+    output cannot fill the hub's log."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    nowhere = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(nowhere, 1)
+    os.dup2(nowhere, 2)
+    os.chdir(course)
+    settings = NbGraderApp()
+    settings.load_config_file()
+    settings.config.Exchange.root = exchange
+    global api
+    api = NbGraderAPI(config=settings.config)
+
+
+def _check(step: str, result: dict) -> None:
+    """Raise with the end of nbgrader's log when a step failed."""
+    if not result.get("success"):
+        log = (result.get("log") or "") + (result.get("error") or "")
+        said = [line for line in log.splitlines() if "ERROR" in line or "CRITICAL" in line or "Error:" in line]
+        raise RuntimeError(f"{step} failed: {said[-1].strip() if said else log.strip()[-300:]}")
+
+
+def collect(submission: Submission) -> None:
+    """Copy the submission into submitted/<student>/<assignment>/, replacing what was there (no symbolic link)."""
+    coursedir = api.coursedir
+    dest = Path(coursedir.format_path(coursedir.submitted_directory, submission.student, submission.assignment))
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    copy_submission(str(submission.path), str(dest), ignore_patterns(
+        exclude=coursedir.ignore, include=coursedir.include, max_file_size=coursedir.max_file_size, log=api.log))
+
+
+def release(assignment: str, student: str) -> str:
+    """Generate and release the student's feedback; say whether it shows the visible checks only."""
+    visible_only = before_due(api.coursedir.db_url, assignment)
+    _check("generate_feedback", api.generate_feedback(assignment, student, force=True))
+    _check("release_feedback", api.release_feedback(assignment, student))
+    return VISIBLE_ONLY if visible_only else ALL_CHECKS
+
+
+def grade(submission: Submission) -> str:
+    """Collect, autograde, release feedback; return the ledger's detail (score and feedback kind)."""
+    collect(submission)
+    _check("autograde", api.autograde(submission.assignment, submission.student, force=True, create=True))
+    feedback = release(submission.assignment, submission.student)
+    with Gradebook(api.coursedir.db_url) as gradebook:
+        graded = gradebook.find_submission(submission.assignment, submission.student)
+        score, max_score = graded.score, graded.max_score
+    return f"score {score:g}/{max_score:g}; {feedback}"
+
+
+def complete(submission: Submission) -> str:
+    """After the due date: release the student's feedback again, now with the hidden checks."""
+    return release(submission.assignment, submission.student)

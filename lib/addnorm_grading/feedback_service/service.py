@@ -1,0 +1,186 @@
+"""The feedback service's loop: find new submissions, decide what each needs, hand grading to the workers.
+
+Its settings are traitlets (`--FeedbackService.cooldown=…` on the command line, or a `c.FeedbackService` line in
+the course's nbgrader_config.py). The loop itself runs no nbgrader step and no learner code: it reads the exchange,
+the ledger and the gradebook's due dates, and writes the ledger.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import sqlite3
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+from traitlets import Float, Int, Unicode, default
+from traitlets.config import Application
+
+from addnorm_grading.feedback import due_date, utc_now
+from addnorm_grading.exchange import refusal
+from addnorm_grading.feedback_service import grading
+from addnorm_grading.feedback_service.inbound import Submission, parse, submissions
+from addnorm_grading.feedback_service.ledger import VISIBLE_ONLY, Ledger
+
+
+class FeedbackService(Application):
+    """Grade each new submission and release its feedback (addnorm_grading.feedback_service)."""
+
+    name = "addnorm-feedback"
+    description = __doc__.splitlines()[0]
+    aliases = {"course": "FeedbackService.course"}
+
+    course = Unicode(".", help="The course folder (nbgrader_config.py, gradebook.db).").tag(config=True)
+    exchange = Unicode(help="nbgrader's exchange root (default: the course's exchange, from course.toml)."
+                       ).tag(config=True)
+    cooldown = Float(120.0, help="Seconds after a graded submission before the same student's next one of the "
+                     "same assignment is graded (it waits; a newer one supersedes it).").tag(config=True)
+    attempt_limit = Int(10, help="Graded submissions per student and assignment; later ones are refused "
+                        "(0: no limit).").tag(config=True)
+    workers = Int(help="Submissions graded at a time (default: the number of cores).").tag(config=True)
+    poll_interval = Float(2.0, help="Seconds between looks at the inbound folder.").tag(config=True)
+    state = Unicode(help="Where the ledger and the PID file are (default: <course>/feedback-service).").tag(config=True)
+
+    @default("workers")
+    def _workers(self):
+        return os.cpu_count() or 1
+
+    @default("exchange")
+    def _exchange(self):
+        from addnorm_grading.course import read_course
+        return str(read_course(Path(self.course) / "course.toml").exchange)
+
+    @default("state")
+    def _state(self):
+        return str(Path(self.course) / "feedback-service")
+
+    # ------------------------------------------------------------------ set-up
+
+    def initialize(self, argv=None):
+        super().initialize(argv)
+        from addnorm_grading.course import read_course
+        self.course_root = Path(self.course).resolve()
+        course_id = read_course(self.course_root / "course.toml").id
+        self.inbound = Path(self.exchange) / course_id / "inbound"
+        self.db = self.course_root / "gradebook.db"
+        state = Path(self.state)
+        state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.ledger = Ledger(state / "ledger")
+        self.pid_file = state / "service.pid"
+        self.running: dict[str, tuple[Submission, Future, str]] = {}   # submission name → (it, its job, kind)
+        self.due_dates: dict[str, datetime.datetime | None] = {}
+        self.due_read = 0.0
+
+    def use_wal(self) -> None:
+        """Put the gradebook in SQLite's WAL mode (it stays so): readers, the formgrader, never wait for a writer."""
+        if self.db.is_file():
+            with sqlite3.connect(self.db, timeout=30) as connection:
+                connection.execute("PRAGMA journal_mode=WAL")
+
+    # ------------------------------------------------------------------ decisions
+
+    def due(self, assignment: str) -> datetime.datetime | None:
+        """The assignment's due date, read from the gradebook at most every 30 s."""
+        if time.monotonic() - self.due_read > 30:
+            self.due_dates, self.due_read = {}, time.monotonic()
+        if assignment not in self.due_dates and self.db.is_file():
+            self.due_dates[assignment] = due_date(f"sqlite:///{self.db}", assignment)
+        return self.due_dates.get(assignment)
+
+    def history(self) -> dict[tuple[str, str], list[Submission]]:
+        """The graded submissions of each (student, assignment), oldest first."""
+        graded: dict[tuple[str, str], list[Submission]] = {}
+        for entry in self.ledger.graded():
+            submission = parse(self.inbound / entry.submission)
+            if submission:
+                graded.setdefault(submission.key, []).append(submission)
+        return graded
+
+    def next_jobs(self) -> list[tuple[Submission, str]]:
+        """Record what is decided now (refused, superseded) and return what to grade: (submission, "grade")."""
+        finished = self.ledger.finished()
+        busy = {submission.key for submission, _, _ in self.running.values()}
+        waiting = [s for s in submissions(self.inbound) if s.name not in finished and s.name not in self.running]
+        genuine = []
+        for submission in waiting:
+            reason = refusal(str(submission.path), submission.student)
+            if reason:
+                self.log.warning("refused %s: %s", submission.name, reason)
+                self.ledger.record(submission.name, "refused", reason)
+            else:
+                genuine.append(submission)
+        history, jobs = self.history(), []
+        for submission in genuine:
+            newer = [s for s in genuine if s.key == submission.key and s.timestamp > submission.timestamp]
+            if newer:
+                self.ledger.record(submission.name, "superseded", f"by {newer[-1].name}")
+                continue
+            earlier = history.get(submission.key, [])
+            if self.attempt_limit and len(earlier) >= self.attempt_limit:
+                self.ledger.record(submission.name, "refused", f"attempt limit: {len(earlier)} of "
+                                   f"{self.attempt_limit} graded submissions used")
+                continue
+            if submission.key in busy:
+                continue
+            if earlier and utc_now() < earlier[-1].timestamp + datetime.timedelta(seconds=self.cooldown):
+                continue                              # the cooldown: graded when it has passed
+            busy.add(submission.key)
+            jobs.append((submission, "grade"))
+        return jobs + self.completions(history, busy)
+
+    def completions(self, history, busy) -> list[tuple[Submission, str]]:
+        """The latest graded submissions whose feedback showed only the visible checks, now past their due date."""
+        waiting_for_hidden, jobs = self.ledger.waiting_for_hidden(), []
+        for key, graded in history.items():
+            latest = graded[-1]
+            due = self.due(latest.assignment) if latest.name in waiting_for_hidden else None
+            if due and utc_now() >= due and key not in busy and latest.name not in self.running:
+                jobs.append((latest, "complete"))
+        return jobs
+
+    # ------------------------------------------------------------------ the loop
+
+    def start_job(self, pool, submission: Submission, kind: str) -> None:
+        if kind == "grade":
+            self.ledger.record(submission.name, "grading")
+        self.log.info("%s %s", "grading" if kind == "grade" else "completing the feedback of", submission.name)
+        work = grading.grade if kind == "grade" else grading.complete
+        self.running[submission.name] = (submission, pool.submit(work, submission), kind)
+
+    def finish_jobs(self) -> None:
+        for name, (submission, job, kind) in list(self.running.items()):
+            if not job.done():
+                continue
+            del self.running[name]
+            try:
+                detail = job.result()
+            except Exception as error:           # one submission's failure never stops the others
+                self.log.error("%s: %s", name, error)
+                if kind == "grade":
+                    self.ledger.record(name, "failed", str(error))
+                continue
+            self.log.info("%s: %s", name, detail)
+            self.ledger.record(name, "graded" if kind == "grade" else "full feedback", detail)
+
+    def start(self):
+        self.pid_file.write_text(f"{os.getpid()}\n")
+        self.use_wal()
+        self.log.info("watching %s (cooldown %g s, attempt limit %d, %d workers); ledger %s", self.inbound,
+                      self.cooldown, self.attempt_limit, self.workers, self.ledger.path)
+        stopping = []
+        signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+        context = get_context("spawn")                 # a fresh interpreter per worker: no state of this loop
+        pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=grading.start_worker,
+                                   initargs=(str(self.course_root), self.exchange))
+        while not stopping:
+            self.finish_jobs()
+            for submission, kind in self.next_jobs():
+                if len(self.running) >= self.workers:
+                    break
+                self.start_job(pool, submission, kind)
+            time.sleep(self.poll_interval)
+        pool.shutdown(wait=False, cancel_futures=True)  # the workers die with this process (PR_SET_PDEATHSIG)
+        self.log.info("stopped; unfinished submissions are graded at the next start")

@@ -1,0 +1,284 @@
+"""The feedback service's decisions (addnorm_grading.feedback_service), feedback before and after the due date
+(addnorm_grading.feedback), and collect's ownership check (addnorm_grading.exchange).
+
+The fast tests build an exchange of submission folders owned by the user running the tests (root on CI), and ask
+the service what it would do with them; the slow ones grade with nbgrader. The whole service on the course hub,
+with real students, a kill in the middle and forged submissions, is tests/test_class_load.py.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+from nbgrader.api import Gradebook
+
+from addnorm_grading import coursework, submissions
+from addnorm_grading.course import read_course
+from addnorm_grading.exchange import refusal
+from addnorm_grading.feedback import NOTE, ClearHiddenTestsOfTests, VisibleBeforeDue
+from addnorm_grading.feedback_service.ledger import Ledger
+from addnorm_grading.feedback_service.service import FeedbackService
+from addnorm_grading.verdicts import SPLIT
+
+ROOT = Path(__file__).resolve().parent.parent
+ME = pwd.getpwuid(os.geteuid()).pw_name
+OTHER = "nobody"                                   # a Unix user that exists everywhere and is not the test runner
+
+
+def stamp(minutes_ago: float) -> str:
+    """An nbgrader timestamp `minutes_ago` minutes before now."""
+    then = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=minutes_ago)
+    return then.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
+def submit(inbound: Path, student: str, minutes_ago: float, tag: str = "x") -> Path:
+    """A submission folder as `nbgrader submit` leaves it in the inbound folder (owned by the test runner)."""
+    when = stamp(minutes_ago)
+    folder = inbound / f"{student}+01_residual+{when}+{tag}"
+    folder.mkdir(parents=True)
+    (folder / "residual.ipynb").write_text("{}")
+    (folder / "timestamp.txt").write_text(when)
+    return folder
+
+
+@pytest.fixture
+def service(tmp_path):
+    """A feedback service over an empty exchange in tmp_path (not started: its decisions are asked directly)."""
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(ROOT / "course.toml", course)
+    exchange = tmp_path / "exchange"
+    app = FeedbackService(course=str(course), exchange=str(exchange), cooldown=600, attempt_limit=2)
+    app.initialize([])
+    app.inbound.mkdir(parents=True)
+    return app
+
+
+def decided(app) -> dict[str, str]:
+    """What the service decides now: each submission's folder tag → "grade", or its latest ledger outcome."""
+    jobs = {s.name.rsplit("+", 1)[1]: kind for s, kind in app.next_jobs()}
+    latest = {entry.submission.rsplit("+", 1)[1]: entry.outcome for entry in app.ledger.entries()}
+    return {**latest, **jobs}
+
+
+# --------------------------------------------------------------------------- ownership
+
+
+def test_a_students_own_submission_is_accepted(tmp_path):
+    assert refusal(str(submit(tmp_path, ME, 1)), ME) is None
+
+
+def test_a_submission_in_another_students_name_is_refused(tmp_path):
+    reason = refusal(str(submit(tmp_path, OTHER, 1)), OTHER)
+    assert reason == f"it names {OTHER} but the folder belongs to {ME}", reason
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_file_of_another_user_inside_is_refused(tmp_path):
+    folder = submit(tmp_path, ME, 1)
+    os.chown(folder / "residual.ipynb", pwd.getpwnam(OTHER).pw_uid, -1)
+    assert refusal(str(folder), ME) == f"it names {ME} but residual.ipynb belongs to {OTHER}"
+
+
+def test_symbolic_links_are_refused(tmp_path):
+    folder = submit(tmp_path, ME, 1)
+    (folder / "grades.db").symlink_to("/etc/passwd")
+    assert refusal(str(folder), ME) == "it carries symbolic links (grades.db)"
+    linked = tmp_path / f"{ME}+01_residual+{stamp(0)}+link"
+    linked.symlink_to(folder, target_is_directory=True)
+    assert refusal(str(linked), ME).startswith("the submission is a symbolic link")
+
+
+def test_a_name_without_a_unix_user_is_refused(tmp_path):
+    assert refusal(str(submit(tmp_path, "no-such-student", 1)), "no-such-student") == (
+        "it names 'no-such-student', who has no Unix user here")
+
+
+# --------------------------------------------------------------------------- the service's decisions
+
+
+def test_each_genuine_submission_is_graded_and_a_forged_one_refused(service):
+    submit(service.inbound, ME, 3, "mine")
+    submit(service.inbound, OTHER, 2, "forged")
+    assert decided(service) == {"mine": "grade", "forged": "refused"}
+    assert "belongs to" in service.ledger.entries()[0].detail
+
+
+def test_a_newer_submission_supersedes_one_not_yet_graded(service):
+    submit(service.inbound, ME, 3, "first")
+    submit(service.inbound, ME, 2, "second")
+    assert decided(service) == {"second": "grade", "first": "superseded"}
+
+
+def test_a_resubmission_waits_for_the_cooldown(service):
+    first = submit(service.inbound, ME, 3, "first")
+    service.ledger.record(first.name, "graded", "score 1/8; feedback: all checks")
+    submit(service.inbound, ME, 2, "second")            # one minute after the first: cooldown 10 minutes
+    assert decided(service) == {"first": "graded"}       # nothing to do yet, nothing refused
+    service.cooldown = 30
+    assert decided(service) == {"first": "graded", "second": "grade"}
+
+
+def test_the_attempt_limit_cannot_be_passed(service):
+    service.cooldown = 0
+    for minutes, tag in [(30, "one"), (20, "two")]:
+        service.ledger.record(submit(service.inbound, ME, minutes, tag).name, "graded", "score 8/8")
+    submit(service.inbound, ME, 1, "three")
+    assert decided(service)["three"] == "refused"
+    assert service.ledger.entries()[-1].detail == "attempt limit: 2 of 2 graded submissions used"
+
+
+def test_an_interrupted_grading_is_done_again_and_a_finished_one_never(service):
+    done = submit(service.inbound, ME, 5, "done")
+    service.ledger.record(done.name, "grading")
+    service.ledger.record(done.name, "graded", "score 8/8")
+    interrupted = submit(service.inbound, ME, 4, "interrupted")
+    service.ledger.record(interrupted.name, "grading")              # the service was killed here
+    service.cooldown = 0
+    assert decided(service) == {"done": "graded", "interrupted": "grade"}
+
+
+def test_after_the_due_date_the_hidden_checks_join_the_feedback(service):
+    graded = submit(service.inbound, ME, 5, "early")
+    service.ledger.record(graded.name, "graded", "score 8/8; feedback: visible checks only")
+    with Gradebook(f"sqlite:///{service.db}") as gradebook:
+        gradebook.add_assignment("01_residual", duedate=datetime.datetime.utcnow() + datetime.timedelta(hours=1))
+    assert decided(service) == {"early": "graded"}
+    with Gradebook(f"sqlite:///{service.db}") as gradebook:
+        gradebook.update_or_create_assignment("01_residual", duedate=datetime.datetime.utcnow() - datetime.timedelta(
+            minutes=1))
+    service.due_read = 0.0                                           # read the due date again now
+    assert [kind for _, kind in service.next_jobs()] == ["complete"]
+    service.ledger.record(graded.name, "full feedback", "feedback: all checks")
+    assert service.next_jobs() == []
+
+
+def test_the_ledger_is_one_line_per_step(tmp_path):
+    ledger = Ledger(tmp_path / "ledger")
+    ledger.record("ann+01_residual+t+x", "refused", "a reason\nover two lines")
+    (line,) = (tmp_path / "ledger").read_text().splitlines()
+    assert line.split("\t")[1:] == ["ann+01_residual+t+x", "refused", "a reason over two lines"]
+    assert oct((tmp_path / "ledger").stat().st_mode & 0o777) == "0o600"
+
+
+# --------------------------------------------------------------------------- the feedback's content
+
+
+def graded_notebook(visible: str | None, hidden: str | None):
+    """A graded notebook of one judged test (2 points) as GetGrades leaves it, with its two verdicts."""
+    test = new_code_cell("check()", metadata={"nbgrader": {"grade": True, "solution": False, "grade_id": "t",
+                                                          "points": 2, "score": 0 if (visible or hidden) else 2}})
+    test.metadata[SPLIT] = {"visible": visible, "hidden": hidden}
+    message = visible or hidden
+    test.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue=message, traceback=[message])] \
+        if message else []
+    return new_notebook(cells=[test])
+
+
+def feedback(tmp_path, nb, due: datetime.datetime | None):
+    db = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(db) as gradebook:
+        gradebook.update_or_create_assignment("01_residual", duedate=due)
+    resources = {"nbgrader": {"db_url": db, "assignment": "01_residual", "score": 0.0, "max_score": 2.0}}
+    return VisibleBeforeDue().preprocess(nb, resources)
+
+
+def test_before_the_due_date_feedback_shows_the_visible_verdicts_and_says_so(tmp_path):
+    due = datetime.datetime.utcnow() + datetime.timedelta(days=2)
+    nb, resources = feedback(tmp_path, graded_notebook(None, "the hidden check failed"), due)
+    assert nb.cells[0].source == NOTE.format(due=f"{due:%Y-%m-%d %H:%M}")
+    assert nb.cells[1].outputs == [] and nb.cells[1].metadata.nbgrader["score"] == 2
+    assert resources["nbgrader"]["score"] == 2.0
+
+
+def test_a_visible_failure_shows_before_the_due_date(tmp_path):
+    due = datetime.datetime.utcnow() + datetime.timedelta(days=2)
+    nb, resources = feedback(tmp_path, graded_notebook("the visible check failed", "hidden too"), due)
+    assert [o.evalue for o in nb.cells[1].outputs] == ["the visible check failed"]
+    assert resources["nbgrader"]["score"] == 0.0
+
+
+@pytest.mark.parametrize("when", ["past", "none"])
+def test_after_the_due_date_or_without_one_feedback_is_the_whole_grade(tmp_path, when):
+    due = datetime.datetime.utcnow() - datetime.timedelta(minutes=1) if when == "past" else None
+    nb, resources = feedback(tmp_path, graded_notebook(None, "the hidden check failed"), due)
+    assert len(nb.cells) == 1 and [o.evalue for o in nb.cells[0].outputs] == ["the hidden check failed"]
+    assert resources["nbgrader"]["score"] == 0.0
+
+
+def test_hidden_test_markers_in_a_learners_answer_do_not_break_feedback():
+    answer = new_code_cell('print("BEGIN HIDDEN TESTS")', metadata={"nbgrader": {
+        "solution": True, "grade": False, "grade_id": "a", "locked": False}})
+    test = new_code_cell("assert 1\n### BEGIN HIDDEN TESTS\nassert 2\n### END HIDDEN TESTS", metadata={"nbgrader": {
+        "solution": False, "grade": True, "grade_id": "t", "points": 1, "locked": True}})
+    nb, _ = ClearHiddenTestsOfTests().preprocess(new_notebook(cells=[answer, test]), {})
+    assert nb.cells[0].source == 'print("BEGIN HIDDEN TESTS")'
+    assert nb.cells[1].source.strip() == "assert 1"
+
+
+# --------------------------------------------------------------------------- the whole service, without a hub
+
+
+@pytest.mark.slow
+def test_the_service_grades_releases_early_feedback_and_completes_it_after_the_due_date(tmp_path):
+    """A submission whose mistake only a hidden check catches: before the due date its feedback shows full visible
+    marks and the note, the gradebook the lower grade; once the due date passes, the service releases the whole."""
+    course = coursework.make_course(tmp_path / "course")
+    exchange = tmp_path / "exchange"
+    inbound = exchange / read_course(course / "course.toml").id / "inbound"
+    due = datetime.datetime.utcnow() + datetime.timedelta(minutes=3)
+    coursework.run_nbgrader(["db", "assignment", "add", "01_residual", f"--duedate={due:%Y-%m-%d %H:%M:%S} UTC"],
+                            course)
+    folder = submit(inbound, ME, 0.1, "early")
+    (folder / "residual.ipynb").write_text(submissions.with_replacements("01_residual", HIDDEN_ONLY_MISTAKE,
+                                                                         course / "solutions"))
+    (folder / "submission_secret.txt").write_text("a secret only the student's cache and the exchange know")
+    service = subprocess.Popen([sys.executable, "-m", "addnorm_grading.feedback_service", f"--course={course}",
+                                f"--FeedbackService.exchange={exchange}", "--FeedbackService.poll_interval=0.5"],
+                               env=coursework.nbgrader_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    ledger = Ledger(course / "feedback-service" / "ledger")
+    try:
+        graded = wait_for(lambda: [e for e in ledger.entries() if e.outcome in ("graded", "failed")], service)
+        assert graded[0].outcome == "graded" and "visible checks only" in graded[0].detail, graded
+        html = next((exchange / read_course(course / "course.toml").id / "feedback").glob("*.html")).read_text()
+        assert "Before the due date" in html and HIDDEN_ONLY_WORDS not in html
+        assert coursework.scores(course)[(ME, "01_residual", "residual")]["code"] < 6
+        coursework.run_nbgrader(["db", "assignment", "add", "01_residual",
+                                 f"--duedate={datetime.datetime.utcnow() - datetime.timedelta(seconds=5):%Y-%m-%d %H:%M:%S} UTC"],
+                                course)
+        wait_for(lambda: [e for e in ledger.entries() if e.outcome == "full feedback"], service, timeout=120)
+        html = next((exchange / read_course(course / "course.toml").id / "feedback").glob("*.html")).read_text()
+        assert "Before the due date" not in html and HIDDEN_ONLY_WORDS in " ".join(html.split())
+        assert [e.outcome for e in ledger.entries()] == ["grading", "graded", "full feedback"]
+    finally:
+        service.send_signal(signal.SIGTERM)
+        service.wait(timeout=60)
+
+
+HIDDEN_ONLY_MISTAKE = [("nn.Dropout(dropout)", "nn.Dropout(0.1)")]     # a hard-coded rate: a hidden check catches it
+HIDDEN_ONLY_WORDS = "instead of about 30%"
+
+
+def wait_for(found, service, timeout: float = 240):
+    """Poll `found()` until it returns something; fail with the service's output if it exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = found()
+        if result:
+            return result
+        if service.poll() is not None:
+            pytest.fail(f"the service exited ({service.returncode}):\n{service.stdout.read().decode()[-4000:]}")
+        time.sleep(0.5)
+    service.send_signal(signal.SIGTERM)
+    pytest.fail(f"nothing after {timeout:.0f} s; the service said:\n{service.communicate(timeout=60)[0].decode()[-4000:]}")
