@@ -162,7 +162,6 @@ def run_class(students: list[str], passwords: dict[str, str], kill_midway: bool)
     from locust import HttpUser, constant, events, task
     from locust.clients import HttpSession
     from locust.env import Environment
-    from locust.exception import StopUser
 
     env = Environment(events=events)
     env.create_local_runner()
@@ -216,8 +215,6 @@ def run_class(students: list[str], passwords: dict[str, str], kill_midway: bool)
         wait_time = constant(0)
 
         def on_start(self):
-            if not queue:                             # Locust keeps its user count: no student is left to be
-                raise StopUser()
             self.user_name = queue.pop(0)
             self.client = sessions[self.user_name]
 
@@ -233,7 +230,7 @@ def run_class(students: list[str], passwords: dict[str, str], kill_midway: bool)
             except Exception as error:                # a student whose cycle broke is a finding, not a retry
                 found["problems"].append(f"{self.user_name}: {type(error).__name__}: {error}")
             found["done"] += 1
-            raise StopUser()
+            gevent.sleep(FEEDBACK_WAIT * 10)          # done: parked until the run ends (a stopped user is replaced)
 
         def fetch_answer_submit_and_wait(self):
             user, base = self.user_name, f"/user/{self.user_name}"

@@ -22,6 +22,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 from nbgrader.api import Gradebook
+from nbgrader.utils import notebook_hash
 
 from addnorm_grading import coursework, submissions
 from addnorm_grading.course import read_course
@@ -52,13 +53,22 @@ def submit(inbound: Path, student: str, minutes_ago: float, tag: str = "x") -> P
     return folder
 
 
+@pytest.fixture(scope="module")
+def empty_gradebook(tmp_path_factory) -> Path:
+    """An empty nbgrader gradebook, made once (nbgrader runs its database migrations: seconds), copied by the tests."""
+    path = tmp_path_factory.mktemp("gradebook") / "gradebook.db"
+    Gradebook(f"sqlite:///{path}").close()
+    return path
+
+
 @pytest.fixture
-def service(tmp_path):
+def service(tmp_path, empty_gradebook):
     """A feedback service over an empty exchange in tmp_path (not started: its decisions are asked directly)."""
     course = tmp_path / "course"
     course.mkdir()
     shutil.copy(ROOT / "course.toml", course)
     exchange = tmp_path / "exchange"
+    shutil.copy(empty_gradebook, course / "gradebook.db")
     app = FeedbackService(course=str(course), exchange=str(exchange), cooldown=600, attempt_limit=2)
     app.initialize([])
     app.inbound.mkdir(parents=True)
@@ -134,9 +144,13 @@ def test_the_attempt_limit_cannot_be_passed(service):
     service.cooldown = 0
     for minutes, tag in [(30, "one"), (20, "two")]:
         service.ledger.record(submit(service.inbound, ME, minutes, tag).name, "graded", "score 8/8")
-    submit(service.inbound, ME, 1, "three")
+    third = submit(service.inbound, ME, 1, "three")
+    (third / "submission_secret.txt").write_text("the student's secret")
     assert decided(service)["three"] == "refused"
     assert service.ledger.entries()[-1].detail == "attempt limit: 2 of 2 graded submissions used"
+    (notice,) = (service.inbound.parent / "feedback").glob("*.html")     # what Fetch Feedback brings the learner
+    assert notice.stem == notebook_hash(secret="the student's secret", notebook_id="residual")
+    assert "You have used all 2 graded submissions of 01_residual" in notice.read_text()
 
 
 def test_an_interrupted_grading_is_done_again_and_a_finished_one_never(service):
@@ -186,7 +200,8 @@ def graded_notebook(visible: str | None, hidden: str | None):
     return new_notebook(cells=[test])
 
 
-def feedback(tmp_path, nb, due: datetime.datetime | None):
+def feedback(tmp_path, empty_gradebook, nb, due: datetime.datetime | None):
+    shutil.copy(empty_gradebook, tmp_path / "gradebook.db")
     db = f"sqlite:///{tmp_path / 'gradebook.db'}"
     with Gradebook(db) as gradebook:
         gradebook.update_or_create_assignment("01_residual", duedate=due)
@@ -194,25 +209,25 @@ def feedback(tmp_path, nb, due: datetime.datetime | None):
     return VisibleBeforeDue().preprocess(nb, resources)
 
 
-def test_before_the_due_date_feedback_shows_the_visible_verdicts_and_says_so(tmp_path):
+def test_before_the_due_date_feedback_shows_the_visible_verdicts_and_says_so(tmp_path, empty_gradebook):
     due = datetime.datetime.utcnow() + datetime.timedelta(days=2)
-    nb, resources = feedback(tmp_path, graded_notebook(None, "the hidden check failed"), due)
+    nb, resources = feedback(tmp_path, empty_gradebook, graded_notebook(None, "the hidden check failed"), due)
     assert nb.cells[0].source == NOTE.format(due=f"{due:%Y-%m-%d %H:%M}")
     assert nb.cells[1].outputs == [] and nb.cells[1].metadata.nbgrader["score"] == 2
     assert resources["nbgrader"]["score"] == 2.0
 
 
-def test_a_visible_failure_shows_before_the_due_date(tmp_path):
+def test_a_visible_failure_shows_before_the_due_date(tmp_path, empty_gradebook):
     due = datetime.datetime.utcnow() + datetime.timedelta(days=2)
-    nb, resources = feedback(tmp_path, graded_notebook("the visible check failed", "hidden too"), due)
+    nb, resources = feedback(tmp_path, empty_gradebook, graded_notebook("the visible check failed", "hidden too"), due)
     assert [o.evalue for o in nb.cells[1].outputs] == ["the visible check failed"]
     assert resources["nbgrader"]["score"] == 0.0
 
 
 @pytest.mark.parametrize("when", ["past", "none"])
-def test_after_the_due_date_or_without_one_feedback_is_the_whole_grade(tmp_path, when):
+def test_after_the_due_date_or_without_one_feedback_is_the_whole_grade(tmp_path, empty_gradebook, when):
     due = datetime.datetime.utcnow() - datetime.timedelta(minutes=1) if when == "past" else None
-    nb, resources = feedback(tmp_path, graded_notebook(None, "the hidden check failed"), due)
+    nb, resources = feedback(tmp_path, empty_gradebook, graded_notebook(None, "the hidden check failed"), due)
     assert len(nb.cells) == 1 and [o.evalue for o in nb.cells[0].outputs] == ["the hidden check failed"]
     assert resources["nbgrader"]["score"] == 0.0
 

@@ -9,7 +9,8 @@ a host other than 127.0.0.1 aborted (and a wrong password refused):
    releases each of them;
 2. student1 opens the Assignment List, fetches, writes a correct solution, submits; student2 submits a wrong one
    (Post-LN and Pre-LN swapped); neither student's menu has Formgrader or Create Assignment;
-3. the instructor collects in the formgrader, autogrades (`nbgrader autograde 01_residual` as the instructor, the
+3. the feedback service grades both submissions as they arrive (its ledger); then the instructor collects in the
+   formgrader, autogrades (`nbgrader autograde 01_residual` as the instructor, the
    command the guide gives), enters a manual grade for the written answer, generates and releases feedback;
 4. student1 fetches the feedback and sees their own score;
 5. as the Unix user student2 (runuser): student1's work, the exchange's inbound and feedback listings, the
@@ -337,6 +338,8 @@ def test_course_cycle_on_the_hub(hub: dict[str, str], browser: Any) -> None:
     student1 = fetch_and_submit(browser, passwords[FIRST], FIRST, correct=True)
     student2 = fetch_and_submit(browser, passwords[SECOND], SECOND, correct=False)
     student2.context.close()
+    early = graded_by_the_service([FIRST, SECOND])
+    assert early[FIRST].startswith("score 6/8") and early[SECOND].startswith("score 1/8"), early
 
     frame.locator("a:text-is('Manage Assignments')").click()            # reload it: now with a Collect button
     assignment_action(teacher, frame, "collect", f"Successfully collected submissions of '{ASSIGNMENT}'",
@@ -364,6 +367,20 @@ def test_course_cycle_on_the_hub(hub: dict[str, str], browser: Any) -> None:
 
     check_student2_sees_only_their_own(feedback)
     print(f"hub browser cycle: {time.monotonic() - started:.0f} s; user servers' memory: {server_memory()}")
+
+
+def graded_by_the_service(students: list[str], timeout: float = 180) -> dict[str, str]:
+    """Wait until the feedback service's ledger shows each student's submission graded; return their details."""
+    ledger = COURSE / "feedback-service" / "ledger"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = [line.split("\t") for line in ledger.read_text().splitlines()] if ledger.is_file() else []
+        graded = {line[1].split("+")[0]: line[3] for line in lines if line[2] == "graded"}
+        if set(students) <= set(graded):
+            return graded
+        time.sleep(1)
+    raise AssertionError(f"the feedback service did not grade {students} within {timeout:.0f} s: "
+                         f"{ledger.read_text() if ledger.is_file() else 'no ledger'}")
 
 
 def grade_written_answer(page: Any, frame: Any, student: str, points: int) -> None:
@@ -448,6 +465,8 @@ def check_student2_sees_only_their_own(student1_feedback: Path) -> None:
         "the hidden checks": ["ls", str(COURSE / "checks")],
         "the course's secret seed": ["cat", str(COURSE / "checks" / "secret_seed")],
         "the collected submissions": ["ls", str(COURSE / "submitted")],
+        "the feedback service's ledger": ["cat", str(COURSE / "feedback-service" / "ledger")],
+        "the feedback service's PID": ["kill", "-0", (COURSE / "feedback-service" / "service.pid").read_text().strip()],
     }
     readable = [what for what, cmd in forbidden.items() if as_user(SECOND, *cmd).returncode == 0]
     assert not readable, f"student2 can read {readable}"

@@ -8,6 +8,7 @@ the ledger and the gradebook's due dates, and writes the ledger.
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import signal
 import sqlite3
@@ -23,7 +24,12 @@ from addnorm_grading.feedback import due_date, utc_now
 from addnorm_grading.exchange import refusal
 from addnorm_grading.feedback_service import grading
 from addnorm_grading.feedback_service.inbound import Submission, parse, submissions
-from addnorm_grading.feedback_service.ledger import VISIBLE_ONLY, Ledger
+from addnorm_grading.feedback_service.ledger import Ledger
+from addnorm_grading.feedback_service.notices import release_notice
+
+
+LIMIT_NOTICE = ("You have used all {limit} graded submissions of {assignment}, so this one was not graded. Your "
+                "grade is the one of your last graded submission; ask your instructor if you need another attempt.")
 
 
 class FeedbackService(Application):
@@ -43,6 +49,10 @@ class FeedbackService(Application):
     workers = Int(help="Submissions graded at a time (default: the number of cores).").tag(config=True)
     poll_interval = Float(2.0, help="Seconds between looks at the inbound folder.").tag(config=True)
     state = Unicode(help="Where the ledger and the PID file are (default: <course>/feedback-service).").tag(config=True)
+
+    @default("log_level")
+    def _log_level(self):
+        return logging.INFO                          # one line per submission in the hub's log
 
     @default("workers")
     def _workers(self):
@@ -73,12 +83,15 @@ class FeedbackService(Application):
         self.running: dict[str, tuple[Submission, Future, str]] = {}   # submission name → (it, its job, kind)
         self.due_dates: dict[str, datetime.datetime | None] = {}
         self.due_read = 0.0
+        self.wal = False
 
     def use_wal(self) -> None:
-        """Put the gradebook in SQLite's WAL mode (it stays so): readers, the formgrader, never wait for a writer."""
-        if self.db.is_file():
+        """Put the gradebook in SQLite's WAL mode (it stays so): readers, the formgrader, never wait for a writer.
+        Tried before every job until it is done (a new course has no gradebook yet)."""
+        if not self.wal and self.db.is_file():
             with sqlite3.connect(self.db, timeout=30) as connection:
-                connection.execute("PRAGMA journal_mode=WAL")
+                mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            self.wal = mode == "wal"
 
     # ------------------------------------------------------------------ decisions
 
@@ -122,6 +135,8 @@ class FeedbackService(Application):
             if self.attempt_limit and len(earlier) >= self.attempt_limit:
                 self.ledger.record(submission.name, "refused", f"attempt limit: {len(earlier)} of "
                                    f"{self.attempt_limit} graded submissions used")
+                release_notice(self.inbound.parent / "feedback", submission, LIMIT_NOTICE.format(
+                    limit=self.attempt_limit, assignment=submission.assignment))
                 continue
             if submission.key in busy:
                 continue
@@ -144,6 +159,8 @@ class FeedbackService(Application):
     # ------------------------------------------------------------------ the loop
 
     def start_job(self, pool, submission: Submission, kind: str) -> None:
+        """Hand one job to the workers, its start in the ledger first."""
+        self.use_wal()
         if kind == "grade":
             self.ledger.record(submission.name, "grading")
         self.log.info("%s %s", "grading" if kind == "grade" else "completing the feedback of", submission.name)
@@ -151,6 +168,7 @@ class FeedbackService(Application):
         self.running[submission.name] = (submission, pool.submit(work, submission), kind)
 
     def finish_jobs(self) -> None:
+        """Record the outcome of every job that has ended."""
         for name, (submission, job, kind) in list(self.running.items()):
             if not job.done():
                 continue
@@ -166,8 +184,8 @@ class FeedbackService(Application):
             self.ledger.record(name, "graded" if kind == "grade" else "full feedback", detail)
 
     def start(self):
+        """Write the PID file, then look for work every poll_interval until SIGTERM."""
         self.pid_file.write_text(f"{os.getpid()}\n")
-        self.use_wal()
         self.log.info("watching %s (cooldown %g s, attempt limit %d, %d workers); ledger %s", self.inbound,
                       self.cooldown, self.attempt_limit, self.workers, self.ledger.path)
         stopping = []
