@@ -38,7 +38,9 @@ def test_four_students_get_their_feedback_though_the_service_is_killed_mid_grade
     assert measured, f"the last line is not the summary:\n{output[-4000:]}"
     assert result.returncode == 0, f"the class load found problems:\n{result.stdout[-4000:]}"
     assert measured["with"] == measured["all"] == "4", lines[-1]
-    assert float(measured["median"]) < 60 and float(measured["max"]) < 300, lines[-1]
-    assert "killed the feedback service" in result.stdout and "the hub restarted it" in result.stdout
+    restart = re.search(r"the hub restarted it after (\d+) s", result.stdout)
+    assert "killed the feedback service" in result.stdout and restart, result.stdout[-3000:]
+    # the submissions in flight at the kill wait for the hub to notice (it polls its services every 30 s)
+    assert float(measured["median"]) < 60 + int(restart[1]) and float(measured["max"]) < 300, lines[-1]
     assert "in student2's name: refused" in result.stdout and "with a symbolic link: refused" in result.stdout
     assert "0 error pages" in result.stdout, result.stdout[-2000:]

@@ -178,6 +178,15 @@ def test_after_the_due_date_the_hidden_checks_join_the_feedback(service):
     assert service.next_jobs() == []
 
 
+def test_a_folder_name_that_could_forge_a_ledger_line_is_ignored(service):
+    forged = f"{ME}+01_residual+{stamp(1)}+x\tgraded\tscore 8 of 8"
+    (service.inbound / forged).mkdir()
+    (service.inbound / f"{ME}+01_residual+{stamp(1)}+y\n").mkdir()
+    assert service.next_jobs() == [] and service.ledger.entries() == []
+    with pytest.raises(ValueError, match="printable"):
+        service.ledger.record(forged, "refused")
+
+
 def test_the_ledger_is_one_line_per_step(tmp_path):
     ledger = Ledger(tmp_path / "ledger")
     ledger.record("ann+01_residual+t+x", "refused", "a reason\nover two lines")
@@ -260,7 +269,8 @@ def test_the_service_grades_releases_early_feedback_and_completes_it_after_the_d
                                                                          course / "solutions"))
     (folder / "submission_secret.txt").write_text("a secret only the student's cache and the exchange know")
     service = subprocess.Popen([sys.executable, "-m", "addnorm_grading.feedback_service", f"--course={course}",
-                                f"--FeedbackService.exchange={exchange}", "--FeedbackService.poll_interval=0.5"],
+                                f"--FeedbackService.exchange={exchange}", "--FeedbackService.poll_interval=0.5",
+                                "--FeedbackService.due_date_refresh=1"],
                                env=coursework.nbgrader_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     ledger = Ledger(course / "feedback-service" / "ledger")
     try:

@@ -30,7 +30,11 @@ class Submission:
 
 
 def parse(path: Path) -> Submission | None:
-    """The submission a folder name describes (the student id may itself hold a '+'), or None if it is none."""
+    """The submission a folder name describes (the student id may itself hold a '+'), or None if it is none. A name
+    with a tab, a line break or any other unprintable character is none: anybody can make a folder in the inbound
+    folder, and such a name could write a line of its own into the ledger."""
+    if not path.name.isprintable():
+        return None
     parts = path.name.rsplit("+", 3)
     if len(parts) != 4:
         return None

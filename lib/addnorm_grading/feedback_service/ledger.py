@@ -39,6 +39,9 @@ class Ledger:
 
     def record(self, submission: str, outcome: str, detail: str = "") -> None:
         """Append one line (one write call, O_APPEND: a line is never interleaved with another)."""
+        if not submission.isprintable() or not outcome.isprintable():
+            raise ValueError(f"a ledger line's submission and outcome are printable text, got {submission!r}, "
+                             f"{outcome!r}")
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         line = "\t".join([stamp, submission, outcome, " ".join(detail.split())]) + "\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

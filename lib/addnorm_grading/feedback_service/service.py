@@ -48,6 +48,8 @@ class FeedbackService(Application):
                         "(0: no limit).").tag(config=True)
     workers = Int(help="Submissions graded at a time (default: the number of cores).").tag(config=True)
     poll_interval = Float(2.0, help="Seconds between looks at the inbound folder.").tag(config=True)
+    due_date_refresh = Float(30.0, help="Seconds between readings of the assignments' due dates from the gradebook."
+                             ).tag(config=True)
     state = Unicode(help="Where the ledger and the PID file are (default: <course>/feedback-service).").tag(config=True)
 
     @default("log_level")
@@ -96,8 +98,8 @@ class FeedbackService(Application):
     # ------------------------------------------------------------------ decisions
 
     def due(self, assignment: str) -> datetime.datetime | None:
-        """The assignment's due date, read from the gradebook at most every 30 s."""
-        if time.monotonic() - self.due_read > 30:
+        """The assignment's due date, read from the gradebook at most every due_date_refresh seconds."""
+        if time.monotonic() - self.due_read > self.due_date_refresh:
             self.due_dates, self.due_read = {}, time.monotonic()
         if assignment not in self.due_dates and self.db.is_file():
             self.due_dates[assignment] = due_date(f"sqlite:///{self.db}", assignment)
