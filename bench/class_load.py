@@ -6,12 +6,12 @@ their feedback from the feedback service (addnorm_grading.feedback_service) whil
 
 Set-up, not timed: `make hub STUDENTS=N` (real Unix users, PAM logins), the instructor releases the assignment
 (`nbgrader release_assignment`, as the guide says), every user logs in and their server is spawned. Timed: each
-student (a Locust user: plain HTTP, as JupyterLab's Assignment List calls its server) starts at a random moment of
-the first ~50 s, fetches, writes an answer into the fetched notebook through the Jupyter contents API (a mix of
-correct, wrong, blank and tests/test_sandbox.py's hostile ones; no student kernel runs), submits, and asks for
-feedback every few seconds until it is there, then opens it. Meanwhile a real headless Chromium keeps reloading the
-instructor's formgrader (its gradebook and submissions pages) and records any error page. With --kill-midway the
-service is killed (SIGKILL, by the PID in its PID file) while it grades; the hub restarts it.
+student (a Locust user: plain HTTP, as JupyterLab's Assignment List calls its server) starts in turn over the
+first ~50 s (Locust's spawn rate), fetches, writes an answer into the fetched notebook through the Jupyter contents
+API (a mix of correct, wrong, blank and tests/test_sandbox.py's hostile ones; no student kernel runs), submits,
+and asks for feedback every few seconds until it is there, then opens it. Meanwhile a real headless Chromium keeps
+reloading the instructor's formgrader (its gradebook and submissions pages) and records any error page. With
+--kill-midway the service is killed (SIGKILL, by the PID in its PID file) while it grades; the hub restarts it.
 
 After the class: one student submits in another's name (`nbgrader submit --student=…`) and one puts a submission
 with a symbolic link into the inbound folder by hand; both must be refused, and change no grade. Then it checks that
@@ -31,7 +31,6 @@ import argparse
 import datetime
 import json
 import os
-import random
 import re
 import runpy
 import signal
@@ -418,7 +417,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--kill-midway", action="store_true", help="kill the feedback service while it grades")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep-hub", action="store_true", help="leave the hub running afterwards (to look around)")
     parser.add_argument("--watch-formgrader", nargs=2, metavar=("STOP_FILE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -427,7 +425,6 @@ def main() -> int:
         return 0
     if os.geteuid() != 0:
         sys.exit("bench/class_load.py needs root: `make hub` creates the students' Unix users")
-    random.seed(args.seed)
     students = [f"student{i}" for i in range(1, args.students + 1)]
     make = ["make", "-C", str(ROOT), "--no-print-directory"]
     subprocess.run([*make, "hub-down"], capture_output=True, text=True)
@@ -446,7 +443,7 @@ def main() -> int:
         latencies, more = the_books(students, found)
         problems += more
     finally:
-        down = subprocess.run(["true"]) if args.keep_hub else subprocess.run([*make, "hub-down"], capture_output=True, text=True)
+        down = subprocess.run(["true"] if args.keep_hub else [*make, "hub-down"], capture_output=True, text=True)
         if down.returncode != 0:
             print(f"make hub-down failed:\n{down.stdout[-2000:]}{down.stderr[-2000:]}")
     for problem in problems:

@@ -279,8 +279,8 @@ def test_the_service_grades_releases_early_feedback_and_completes_it_after_the_d
         html = next((exchange / read_course(course / "course.toml").id / "feedback").glob("*.html")).read_text()
         assert "Before the due date" in html and HIDDEN_ONLY_WORDS not in html
         assert coursework.scores(course)[(ME, "01_residual", "residual")]["code"] < 6
-        coursework.run_nbgrader(["db", "assignment", "add", "01_residual",
-                                 f"--duedate={datetime.datetime.utcnow() - datetime.timedelta(seconds=5):%Y-%m-%d %H:%M:%S} UTC"],
+        passed = datetime.datetime.utcnow() - datetime.timedelta(seconds=5)
+        coursework.run_nbgrader(["db", "assignment", "add", "01_residual", f"--duedate={passed:%Y-%m-%d %H:%M:%S} UTC"],
                                 course)
         wait_for(lambda: [e for e in ledger.entries() if e.outcome == "full feedback"], service, timeout=120)
         html = next((exchange / read_course(course / "course.toml").id / "feedback").glob("*.html")).read_text()
@@ -306,4 +306,5 @@ def wait_for(found, service, timeout: float = 240):
             pytest.fail(f"the service exited ({service.returncode}):\n{service.stdout.read().decode()[-4000:]}")
         time.sleep(0.5)
     service.send_signal(signal.SIGTERM)
-    pytest.fail(f"nothing after {timeout:.0f} s; the service said:\n{service.communicate(timeout=60)[0].decode()[-4000:]}")
+    said = service.communicate(timeout=60)[0].decode()
+    pytest.fail(f"nothing after {timeout:.0f} s; the service said:\n{said[-4000:]}")

@@ -75,7 +75,7 @@ def copy_submission(src: str, dest: str, ignore=None) -> None:
 
 
 class SafeCollect(ExchangeCollect):
-    """nbgrader's collect, collecting no refused submission and copying no symbolic link (see the module's docstring)."""
+    """nbgrader's collect, taking no refused submission and copying no symbolic link (see the module's docstring)."""
 
     def _path_to_record(self, path):
         record = super()._path_to_record(path)
