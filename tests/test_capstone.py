@@ -59,13 +59,19 @@ class _TwoNorms(nn.Module):
         return self.second(self.first(x) * 2)
 
 
-def test_parameters_pair_by_order_of_use_and_a_norms_scale_by_its_value():
-    reference, yours = _TwoNorms(addnorm.LayerNorm), _TwoNorms(_RenamedNorm)
+def _paired(yours):
+    """A reference of two trained-looking addnorm norms, its weights copied into `yours`; both, and the input."""
+    reference = _TwoNorms(addnorm.LayerNorm)
     with torch.no_grad():
         for p in reference.parameters():
             p.add_(torch.randn_like(p))
     x = torch.randn(3, 8)
     copy_weights(reference, yours, lambda m: m(x))
+    return reference, yours, x
+
+
+def test_parameters_pair_by_order_of_use_and_a_norms_scale_by_its_value():
+    reference, yours, x = _paired(_TwoNorms(_RenamedNorm))
     assert torch.allclose(reference(x), yours(x), atol=1e-5)
     assert torch.equal(yours.first.gamma, reference.first.weight) and torch.equal(yours.first.beta, reference.first.bias)
 
@@ -77,12 +83,7 @@ def test_a_module_called_through_forward_or_a_functional_still_pairs():
             h = torch.nn.functional.layer_norm(x, (8,), self.first.gamma, self.first.beta)
             return self.second.forward(h * 2)
 
-    reference, yours = _TwoNorms(addnorm.LayerNorm), Direct(_RenamedNorm)
-    with torch.no_grad():
-        for p in reference.parameters():
-            p.add_(torch.randn_like(p))
-    x = torch.randn(3, 8)
-    copy_weights(reference, yours, lambda m: m(x))
+    reference, yours, x = _paired(Direct(_RenamedNorm))
     assert torch.allclose(reference(x), yours(x), atol=1e-5)
 
 
