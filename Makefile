@@ -5,6 +5,8 @@
 #   make lab        open JupyterLab on the exercises
 #   make check      grade your own exercises/ with the full tests (EXERCISE=02_layer_norm for one)
 #   make capstone   your components of exercises 1-5 checked, assembled, trained and blamed (NOTEBOOKS=DIR)
+#   make translations  after editing a page and `make book`: merge its changed messages into locales/zh_Hans
+#                   (new ones empty, changed ones fuzzy) and list what still needs translating
 #   make exercises  regenerate exercises/ from solutions/ with nbgrader
 #   make serve      serve the built site on http://127.0.0.1:8000
 #   make clean      remove build outputs
@@ -21,7 +23,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: book test test-fast lab exercises serve clean graphviz browser sweep budget hub hub-down sandbox grade check capstone hub-enroll
+.PHONY: translations book test test-fast lab exercises serve clean graphviz browser sweep budget hub hub-down sandbox grade check capstone hub-enroll
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,18 +45,21 @@ browser:
 	@test -x /usr/bin/chromium || { $(APT_INSTALL) chromium >/dev/null; }
 	@test -d /usr/share/fonts/opentype/noto || { $(APT_INSTALL) fonts-noto-cjk >/dev/null; }
 
-# Neither Jupyter Book's execution cache nor Sphinx notices a change in an imported module (addnorm): when a file
+# Neither Jupyter Book's execution cache nor Sphinx (in any of the three editions) notices a change in an imported module (addnorm): when a file
 # under lib/addnorm is newer than the last build (and always on CI), make drops the cache and Sphinx's record of
 # what it built (_build/.doctrees), so every chapter, each of which imports addnorm, executes and is written again.
 BOOK_LIB_STAMP := _build/.lib-stamp
 $(BOOK_LIB_STAMP): $(shell find lib/addnorm -name '*.py') $(if $(filter 1 true yes,$(CI)),FORCE)
-	rm -rf _build/.jupyter_cache _build/.doctrees
+	rm -rf _build/.jupyter_cache _build/.doctrees _build/editions
 	@mkdir -p _build && touch $@
 FORCE:
 
 book: $(STAMP) graphviz $(BOOK_LIB_STAMP)
 	$(BIN)/python tools/build_book.py
 	@echo "Open file://$(abspath _build/html/index.html)   (or: make serve)"
+
+translations: $(STAMP)
+	$(BIN)/python tools/translations.py update
 
 test: $(STAMP) graphviz browser sandbox
 	$(BIN)/python -m pytest

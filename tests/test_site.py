@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 from PIL import Image
+from bs4 import BeautifulSoup
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import BrowserContext, Page
 
@@ -52,8 +53,10 @@ def toc_pages() -> list[str]:
     return [f"{Path(f).with_suffix('')}.html" for f in files] + ["search.html", "genindex.html"]
 
 
-PAGES = toc_pages()
-CHAPTERS = [p for p in PAGES if p.startswith("chapters/")]
+EDITION_FOLDERS = ("", "zh-hans/", "zh-hant/")   # English at the root, 简体 and 繁體 in their folders (same page paths)
+ENGLISH_PAGES = toc_pages()
+PAGES = [folder + page for folder in EDITION_FOLDERS for page in ENGLISH_PAGES]
+CHAPTERS = [p for p in ENGLISH_PAGES if p.startswith("chapters/")]
 EXERCISE_OF_CHAPTER = {                   # chapter page -> its exercise's label on guide/exercises.html
     "chapters/01_residual_connections.html": "exercise-01-residual",
     "chapters/02_layer_normalization.html": "exercise-02-layer-norm",
@@ -63,7 +66,9 @@ EXERCISE_OF_CHAPTER = {                   # chapter page -> its exercise's label
     "chapters/06_whole_transformer.html": "exercise-06-whole-transformer",
 }
 PAGES_WITH_MATH = {"glossary.html", "chapters/02_layer_normalization.html"}   # keep the formula check honest
-SCREENSHOTS = {"home": "intro.html", "chapter": "chapters/02_layer_normalization.html", "glossary": "glossary.html"}
+SCREENSHOTS = {"home": "intro.html", "chapter": "chapters/02_layer_normalization.html", "glossary": "glossary.html",
+               "chapter-zh-hans": "zh-hans/chapters/01_residual_connections.html",
+               "chapter-zh-hant": "zh-hant/chapters/01_residual_connections.html"}
 
 
 # --------------------------------------------------------------------------- the site, served
@@ -143,7 +148,7 @@ def fail_if(problems: list[str], what: str) -> None:
 def built_pages(site: Path) -> list[str]:
     """Every HTML page of the built site, relative to its root (asset folders excluded)."""
     pages = (p.relative_to(site).as_posix() for p in site.rglob("*.html"))
-    return sorted(p for p in pages if p.split("/", 1)[0] not in NOT_PAGES)
+    return sorted(p for p in pages if not NOT_PAGES & set(p.split("/")))
 
 
 def is_redirect(path: Path) -> bool:
@@ -255,7 +260,7 @@ def test_page_works_offline(path: str, page: Page, problems: list[str], site_url
     page.goto(site_url + path, wait_until="load")
     dom = page.evaluate(INSPECT_JS)
     page.wait_for_timeout(300)   # let late console messages and requests arrive
-    if path in PAGES_WITH_MATH and not dom["math"]:
+    if path.removeprefix("zh-hans/").removeprefix("zh-hant/") in PAGES_WITH_MATH and not dom["math"]:
         problems.append("no formula found here, so the formula check would be vacuous")
     problems += image_problems(dom) + formula_problems(dom) + heading_problems(dom)
     problems += [f"loads from another host: {u}" for u in dom["outsideLoads"]]
@@ -433,3 +438,84 @@ def test_screenshot(name: str, page: Page, site: Path, site_url: str) -> None:
     with Image.open(target) as image:
         lo, hi = image.convert("L").getextrema()
         assert image.height > 900 and hi - lo > 100, f"{target} looks blank ({image.size}, gray {lo}..{hi})"
+
+
+# --------------------------------------------------------------------------- the Chinese editions
+
+CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+NOT_PROSE = ["pre", "code", "script", "style", "math", ".cell_input", ".cell_output", ".math", ".MathJax", "mjx-container",
+             ".edition-switch", ".headerlink", "span[lang=zh-Hant]", "span[lang=zh-Hans]"]
+NOT_TRANSLATED_PAGES = {"guide/execution_times.html"}     # a table of file names and times
+HREFLANGS = {"": "en", "zh-hans/": "zh-Hans", "zh-hant/": "zh-Hant"}
+
+
+def article(html: str) -> BeautifulSoup:
+    """The page's text column (the theme's navigation and footer left out)."""
+    soup = BeautifulSoup(html, "html.parser")
+    return soup.select_one("article.bd-article") or soup
+
+
+def prose_letters(html: str) -> tuple[int, int]:
+    """(CJK characters, Latin letters) in the prose of a page: code cells, their outputs, inline code, math, the
+    glossary's Chinese-name spans and the language switch left out."""
+    text_column = article(html)
+    for selector in NOT_PROSE:
+        for element in text_column.select(selector):
+            element.decompose()
+    text = re.sub(r"\([A-Z][^()]*\d{4}[a-z]?\)", " ", text_column.get_text(" "))   # citations: (He et al. 2016)
+    return len(CJK.findall(text)), len(re.findall(r"[A-Za-z]", text))
+
+
+def figures(html: str) -> list[str]:
+    """The alt text of every image in the page's text column."""
+    return [img.get("alt", "") for img in article(html).select("img")]
+
+
+@pytest.mark.parametrize("path", ENGLISH_PAGES)
+def test_every_page_has_its_chinese_twins(path: str, site: Path) -> None:
+    """Each twin: <html lang> of its edition, prose more than half CJK, the same figures with Chinese alt texts,
+    繁體 in traditional characters, and a language switch and hreflang links that lead to each edition's page."""
+    from addnorm_editions.traditional import converter
+
+    english = (site / path).read_text(encoding="utf-8")
+    found = []
+    for folder, lang in HREFLANGS.items():
+        twin_file = site / folder / path
+        if not twin_file.is_file():
+            fail_if([f"{folder}{path} was not built"], "missing twin")
+        twin = twin_file.read_text(encoding="utf-8")
+        if f'<html lang="{lang}"' not in twin:
+            found.append(f"{folder}{path}: not <html lang=\"{lang}\"")
+        for other, other_lang in HREFLANGS.items():
+            href = "../" * path.count("/") + ("../" if folder else "") + other + path
+            for link in (f'<link rel="alternate" hreflang="{other_lang}" href="{href}">', f'href="{href}"'):
+                if link not in twin:
+                    found.append(f"{folder}{path}: no link to the {other_lang} page ({link})")
+            if not (twin_file.parent / href).resolve().is_file():
+                found.append(f"{folder}{path}: its {other_lang} link {href} leads nowhere")
+        if not folder:
+            continue
+        cjk, latin = prose_letters(twin)
+        if path not in NOT_TRANSLATED_PAGES and path not in ("search.html", "genindex.html") and cjk <= latin:
+            found.append(f"{folder}{path}: prose {cjk} CJK characters against {latin} Latin letters")
+        alts, english_alts = figures(twin), figures(english)
+        if len(alts) != len(english_alts):
+            found.append(f"{folder}{path}: {len(alts)} figures, the English page has {len(english_alts)}")
+        found += [f"{folder}{path}: alt text not in Chinese: {alt[:80]!r}" for alt in alts if not CJK.search(alt)]
+        if folder == "zh-hant/":
+            text = article(twin).get_text(" ")
+            simplified = [char for char in set(CJK.findall(text)) if converter().convert(char) != char]
+            if len(simplified) > 2:
+                found.append(f"{folder}{path}: simplified characters in the 繁體 edition: {''.join(sorted(simplified))}")
+    fail_if(found, f"the twins of {path}")
+
+
+@pytest.mark.parametrize(("folder", "query"), [("zh-hans/", "残差连接"), ("zh-hant/", "殘差連接")])
+def test_chinese_search_finds_chapter_1(folder: str, query: str, page: Page, problems: list[str], site_url: str) -> None:
+    """Each Chinese edition's own search (words split by jieba with the glossary's terms at build time) finds the
+    chapter on residual connections."""
+    page.goto(f"{site_url}{folder}search.html?q={query}")
+    page.wait_for_selector("#search-results li")
+    results = page.eval_on_selector_all("#search-results li a", "links => links.map(a => a.getAttribute('href'))")
+    assert any("01_residual_connections" in href for href in results), results
+    fail_if(problems, f"problems on {folder}search.html")
