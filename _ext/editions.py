@@ -47,6 +47,15 @@ def link_editions(app: Sphinx, pagename: str, templatename: str, context: dict[s
     context["body"] = switch + context.get("body", "")
 
 
+def theme_words(app: Sphinx, config: Any) -> None:
+    """sphinx-book-theme's Chinese catalog, from the folder where tools/build_book.py merged it under the edition's
+    language name (the theme ships it as zh_CN / zh_TW, which Sphinx does not look for)."""
+    if config.edition_catalogs:
+        app.add_message_catalog("booktheme", config.edition_catalogs)
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_config_value("edition_catalogs", "", "env")
+    app.connect("config-inited", theme_words)
     app.connect("html-page-context", link_editions)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -6,17 +6,23 @@
    `/chapters/x.md::key`, which myst-nb resolves after reading from _build/jupyter_execute/<page>.glue.json.
 2. Code cells' outputs are shared by the three editions: the words of a table or text a cell printed are not
    messages to translate (a figure's caption and alt text, from the cell's metadata, are).
-3. Diagram alt texts. sphinx.ext.graphviz keeps `:alt:` as an attribute of its own node, which Sphinx neither
+3. The table of contents' part captions ("Chapters"): sphinx-external-toc inserts the toctree after Sphinx's
+   translation step, so they are extracted as messages but never translated; they are, once inserted.
+4. Diagram alt texts. sphinx.ext.graphviz keeps `:alt:` as an attribute of its own node, which Sphinx neither
    extracts nor translates. A hidden translatable child carries it: the gettext builder extracts it, the Locale
    transform hands the translation back to the diagram, and graphviz's writers skip the child.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from docutils import nodes
 from myst_nb.ext.glue import roles
 from sphinx import addnodes
 from sphinx.ext.graphviz import graphviz
+from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
+from sphinx.util.i18n import docname_to_domain
 
 
 def _glue_from_the_page_file(run):
@@ -52,6 +58,21 @@ def _ancestors(node: nodes.Node, stop: nodes.Node):
         node = node.parent
 
 
+class TranslateTocCaptions(SphinxTransform):
+    """Translate the captions of the toctrees sphinx-external-toc inserted (at priority 100, after Locale's 20)."""
+    default_priority = 110
+
+    def apply(self, **kwargs) -> None:
+        if not self.config.language or self.config.language == "en":
+            return
+        directories = [str(Path(self.env.srcdir) / folder) for folder in self.config.locale_dirs]
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        catalog, found = init_locale(directories, self.config.language, domain)
+        for toctree in self.document.findall(addnodes.toctree):
+            if found and toctree.get("caption"):
+                toctree["caption"] = catalog.gettext(toctree["rawcaption"] or toctree["caption"])
+
+
 class graphviz_alt(addnodes.translatable, nodes.Element):
     """The alt text of the graphviz node it sits in, as a message Sphinx extracts and translates."""
 
@@ -85,4 +106,5 @@ def setup(app):
     app.add_node(graphviz_alt)
     app.add_transform(AddGraphvizAlt)
     app.add_transform(KeepOutputsAsTheyAre)
+    app.add_transform(TranslateTocCaptions)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

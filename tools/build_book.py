@@ -46,9 +46,7 @@ def sphinx_command(root: Path, edition: str) -> list[str]:
 
 
 def build_translations(root: Path) -> int:
-    import sphinx
-
-    from addnorm_editions import LANGUAGES, TRANSLATED, catalogs, terms, traditional
+    from addnorm_editions import LANGUAGES, TRANSLATED, catalogs, terms, theme, traditional
 
     if code := subprocess.call(sphinx_command(root, "gettext"), cwd=root, env=book_environment()):
         return code
@@ -60,10 +58,9 @@ def build_translations(root: Path) -> int:
     glossary = terms.read_terms(root / "glossary.md")
     shared = root / EDITIONS / "locales"
     traditional.derive(root / "locales" / TRANSLATED / "LC_MESSAGES", shared / "zh_Hant" / "LC_MESSAGES", glossary)
+    fixes = traditional.corrections(glossary)
     for language, script in (("zh_Hans", "hans"), ("zh_Hant", "hant")):
-        sphinx_messages = Path(sphinx.__file__).parent / "locale" / SPHINX_CATALOGS[language]
-        (shared / language / "LC_MESSAGES").mkdir(parents=True, exist_ok=True)
-        shutil.copy(sphinx_messages / "LC_MESSAGES" / "sphinx.mo", shared / language / "LC_MESSAGES" / "sphinx.mo")
+        theme.write_theme_catalogs(shared, language, lambda text: traditional.to_traditional(text, fixes))
         (root / EDITIONS / f"{language}.dict").write_text(terms.search_dictionary(glossary, script), encoding="utf-8")
     builds = [subprocess.Popen(sphinx_command(root, language), cwd=root, env=book_environment())
               for language in LANGUAGES]
@@ -75,7 +72,17 @@ def build_translations(root: Path) -> int:
     return 0
 
 
-SPHINX_CATALOGS = {"zh_Hans": "zh_CN", "zh_Hant": "zh_TW"}   # Sphinx's own words ("Search", …) in each script
+FRAME_WORDS = {   # the site's own words around the pages: myst-nb's "Show code cell …", the dropdowns' "Click to show",
+                  # the search box, the footer
+    "zh_Hans": {"nb_code_prompt_show": "显示代码单元格", "nb_code_prompt_hide": "隐藏代码单元格",
+                "togglebutton_hint": "点击显示", "togglebutton_hint_hide": "点击隐藏",
+                "html_theme_options": {"search_bar_text": "搜索本书……",
+                                       "extra_footer": "离线构建：本站的每张图、每个公式和每幅示意图都由本站自己提供。"}},
+    "zh_Hant": {"nb_code_prompt_show": "顯示程式碼儲存格", "nb_code_prompt_hide": "隱藏程式碼儲存格",
+                "togglebutton_hint": "點擊顯示", "togglebutton_hint_hide": "點擊隱藏",
+                "html_theme_options": {"search_bar_text": "搜尋本書……",
+                                       "extra_footer": "離線建置：本站的每張圖、每個公式和每幅示意圖都由本站自己提供。"}},
+}
 
 
 def build_edition(root: Path, edition: str) -> int:
@@ -87,6 +94,7 @@ def build_edition(root: Path, edition: str) -> int:
                        "external_toc_path": (root / "_toc.yml").as_posix(), "latex_individualpages": False}
     if edition != "gettext":
         overrides |= {"language": edition, "locale_dirs": ["locales/", f"{EDITIONS}/locales/"],
+                      "edition_catalogs": str(root / EDITIONS / "locales"), **FRAME_WORDS[edition],
                       "html_search_language": "zh", "html_search_options": {"dict": str(output.with_suffix(".dict"))}}
     result = build_sphinx(root, output / ("pot" if edition == "gettext" else "html"), noconfig=True,
                           path_config=str(root / "_config.yml"), confoverrides=overrides,

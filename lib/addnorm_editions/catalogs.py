@@ -22,6 +22,7 @@ URL = re.compile(r"https?://[^\s)>\]]+")
 HTML_TAG = re.compile(r"</?[a-z][^>]*>")
 KEPT_WORDS = 4            # a message of at most this many English words may be kept as it is (a name, a term)
 CITATION = re.compile(r"\b(?:19|20)\d\d[a-z]?\b")   # a reference keeps its authors, title and year
+TITLE = re.compile(r"\b(?:19|20)\d\d[a-z]?,\s*\*[^*]+\*")   # "Xiong et al. 2020, *On Layer Normalization…*"
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
@@ -114,7 +115,7 @@ def translation_problems(po: Path, terms: list[Term], script: str = "hans") -> l
         lost, added = markup(entry.id) - markup(entry.string), markup(entry.string) - markup(entry.id)
         if lost or added:
             problems.append(f"{where}: markup changed (lost {sorted(lost)}, added {sorted(added)})")
-        english = prose(entry.id)
+        english = TITLE.sub(" ", prose(entry.id))
         if entry.string == entry.id:      # kept as it is: a name, a citation, a formula, a glossary entry's term
             words = re.findall(r"(?<![\\\w])[A-Za-z]{2,}", english)      # LaTeX commands are not words
             if len(words) > KEPT_WORDS and not CITATION.search(english) and not looks_like_formula(entry.id):
