@@ -59,9 +59,11 @@ def folder_hashes(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def self_check(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Run the self-check once on a made-up learner's folder; return its output, exit code, folders and hashes."""
+    """Run the self-check once on a made-up learner's folder; return its output, exit code, folders and hashes.
+    (Session-scoped: pytest-playwright's browser parameter moves the browser test to the end of the session, and a
+    module-scoped fixture would be made again for it.)"""
     base = tmp_path_factory.mktemp("learner")
     exercises, feedback = base / "exercises", base / "feedback-self"
     copies = {SOLVED: learner_copy(SOLVED, lambda grade_id: True),

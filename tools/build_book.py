@@ -2,7 +2,8 @@
 
     python tools/build_book.py [BOOK_FOLDER]      (default: this repository)
 
-The English edition is built by jupyter-book into _build/html, executing the chapters into its cache. When the book
+The chapters are executed first, two at a time on two cores, into Jupyter Book's execution cache; the English
+edition is then built by jupyter-book into _build/html from that cache. When the book
 has translations (locales/), three Sphinx builds then read that cache and execute nothing: the gettext builder
 extracts the source messages (and the build fails when one has no current translation), then the 简体 edition
 (locales/zh_Hans) and the 繁體 edition (derived from it with OpenCC) are built side by side and copied into
@@ -19,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 EDITIONS = "_build/editions"          # each edition's own Sphinx output, doctrees and executed-notebook folder
 
@@ -34,10 +37,58 @@ def book_environment() -> dict[str, str]:
 
 def build(root: Path = ROOT) -> int:
     """Build the English edition, then the Chinese ones when root has translations; return the exit code."""
+    subprocess.call([sys.executable, str(Path(__file__).resolve()), str(root), "--execute"], cwd=root,
+                    env=book_environment())
     code = subprocess.call(build_command(root), cwd=root, env=book_environment())
     if code or not (root / "locales").is_dir():
         return code
     return build_translations(root)
+
+
+def notebook_pages(root: Path) -> list[Path]:
+    """The pages of the table of contents that are notebooks (MyST Markdown with a kernel)."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    entries = [toc["root"]] + [chapter["file"] for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}])
+                               for chapter in part["chapters"]]
+    pages = [root / f"{entry}.md" for entry in entries]
+    return [page for page in pages if page.is_file() and "kernelspec:" in page.read_text(encoding="utf-8")[:600]]
+
+
+def execute_notebook(page: Path, notebook, timeout: int):
+    """Run one notebook in its folder; return it with its outputs and the seconds it took, or None if it failed."""
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    result = single_nb_execution(notebook, cwd=str(page.parent), timeout=timeout, allow_errors=False)
+    return (notebook, result.time) if result.err is None else None
+
+
+def execute_into_the_cache(root: Path) -> None:
+    """Execute the notebooks Jupyter Book's cache has no outputs for, as many at a time as there are cores (each
+    chapter runs on one thread), into that cache: the build that follows then finds every one there. A notebook
+    that fails is left to the build, which executes it again and reports its error."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    cache = get_cache(str(root / "_build" / ".jupyter_cache"))
+    timeout = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))["execute"]["timeout"]
+    missing = []
+    for page in notebook_pages(root):
+        notebook = read_myst_markdown_notebook(page.read_text(encoding="utf-8"), path=page)
+        try:
+            cache.match_cache_notebook(notebook)
+        except KeyError:
+            missing.append((page.resolve(), notebook))
+    with ProcessPoolExecutor(max_workers=min(len(missing), os.cpu_count() or 1) or 1) as pool:
+        runs = [pool.submit(execute_notebook, page, notebook, timeout) for page, notebook in missing]
+        for (page, _), run in zip(missing, runs):
+            if (executed := run.result()) is not None:
+                staged = cache.add_nb_to_project(str(page), read_data={"type": "plugin", "name": "myst_nb_md"})
+                cache.cache_notebook_bundle(CacheBundleIn(executed[0], staged.uri,
+                                                          data={"execution_seconds": executed[1]}),
+                                            check_validity=False, overwrite=True)
 
 
 def sphinx_command(root: Path, edition: str) -> list[str]:
@@ -105,6 +156,8 @@ def build_edition(root: Path, edition: str) -> int:
 
 if __name__ == "__main__":
     arguments = sys.argv[1:]
+    if "--execute" in arguments:
+        sys.exit(execute_into_the_cache(Path(arguments[0]).resolve()))
     if "--edition" in arguments:
         sys.exit(build_edition(Path(arguments[0]).resolve(), arguments[arguments.index("--edition") + 1]))
     sys.exit(build(Path(arguments[0]).resolve() if arguments else ROOT))
