@@ -42,6 +42,8 @@ import time
 import tomllib
 from pathlib import Path
 
+from addnorm_grading.feedback_service.ledger import FINAL, Entry, Ledger
+
 ROOT = Path(__file__).resolve().parent.parent
 CONSTANTS = tomllib.loads((ROOT / "course.toml").read_text())
 HUB_HOME = Path("/opt/addnorm-hub")
@@ -50,7 +52,7 @@ INSTRUCTOR = CONSTANTS["hub"]["instructor"]
 COURSE_ID = CONSTANTS["course"]["id"]
 COURSE = Path("/home") / INSTRUCTOR / COURSE_ID
 EXCHANGE = Path(CONSTANTS["course"]["exchange"]) / COURSE_ID
-LEDGER = COURSE / "feedback-service" / "ledger"
+LEDGER = Ledger(COURSE / "feedback-service" / "ledger")
 PID_FILE = COURSE / "feedback-service" / "service.pid"
 ASSIGNMENT, NOTEBOOK = "01_residual", "residual"
 HOSTILE = ["reads_hidden_tests", "writes_gradebook", "kills_parent", "network", "fork_bomb", "sys_exit",
@@ -264,10 +266,9 @@ def run_class(students: list[str], passwords: dict[str, str], kill_midway: bool)
 
     def kill_while_grading():
         while True:
-            lines = LEDGER.read_text().splitlines() if LEDGER.is_file() else []
-            graded = sum("\tgraded\t" in line for line in lines)
-            grading = {line.split("\t")[1] for line in lines if "\tgrading\t" in line}
-            finished = {line.split("\t")[1] for line in lines if re.search(r"\t(graded|failed)\t", line)}
+            graded = len(LEDGER.graded())
+            grading = {entry.submission for entry in LEDGER.entries() if entry.outcome == "grading"}
+            finished = LEDGER.finished()
             if graded >= max(1, len(students) // 3) and grading - finished:
                 pid = int(PID_FILE.read_text())
                 os.kill(pid, signal.SIGKILL)
@@ -310,17 +311,13 @@ def run_class(students: list[str], passwords: dict[str, str], kill_midway: bool)
 # --------------------------------------------------------------------------- forgeries and the books
 
 
-def ledger_lines() -> list[list[str]]:
-    return [line.split("\t") for line in LEDGER.read_text().splitlines()] if LEDGER.is_file() else []
-
-
-def wait_for_ledger(submission: str, timeout: float = 120) -> list[str]:
-    """The final ledger line of `submission` once there."""
+def wait_for_ledger(submission: str, timeout: float = 120) -> Entry:
+    """The final ledger entry of `submission` once there."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for line in ledger_lines():
-            if line[1] == submission and line[2] in ("graded", "failed", "refused", "superseded"):
-                return line
+        for entry in LEDGER.entries():
+            if entry.submission == submission and entry.outcome in FINAL:
+                return entry
         time.sleep(1)
     raise RuntimeError(f"the feedback service did not decide on {submission} within {timeout:.0f} s")
 
@@ -345,10 +342,10 @@ def forgeries(students: list[str]) -> list[str]:
                    and p.stat().st_uid == int(subprocess.check_output(["id", "-u", forger])))
     if result.returncode != 0 or not named:
         return [f"{forger} could not submit in {victim}'s name, so nothing was tested: {result.stderr[-500:]}"]
-    line = wait_for_ledger(named[-1])
-    say(f"{forger}'s submission in {victim}'s name: {line[2]}: {line[3]}")
-    if line[2] != "refused":
-        problems.append(f"a submission made by {forger} in {victim}'s name was {line[2]}, not refused")
+    entry = wait_for_ledger(named[-1])
+    say(f"{forger}'s submission in {victim}'s name: {entry.outcome}: {entry.detail}")
+    if entry.outcome != "refused":
+        problems.append(f"a submission made by {forger} in {victim}'s name was {entry.outcome}, not refused")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
     folder = EXCHANGE / "inbound" / f"{linker}+{ASSIGNMENT}+{stamp}+linked"
     code = (f"import os; f = {str(folder)!r}; os.mkdir(f); os.symlink({str(COURSE / 'gradebook.db')!r}, "
@@ -357,10 +354,10 @@ def forgeries(students: list[str]) -> list[str]:
     if made.returncode != 0:
         problems.append(f"{linker} could not make a linked submission: {made.stderr[-500:]}")
     else:
-        line = wait_for_ledger(folder.name)
-        say(f"{linker}'s submission with a symbolic link: {line[2]}: {line[3]}")
-        if line[2] != "refused":
-            problems.append(f"a submission carrying a symbolic link was {line[2]}, not refused")
+        entry = wait_for_ledger(folder.name)
+        say(f"{linker}'s submission with a symbolic link: {entry.outcome}: {entry.detail}")
+        if entry.outcome != "refused":
+            problems.append(f"a submission carrying a symbolic link was {entry.outcome}, not refused")
     if scores() != before:
         problems.append(f"the refused submissions changed grades: {before} → {scores()}")
     return problems
@@ -376,8 +373,7 @@ def feedback_file(submission: Path) -> Path:
 def the_books(students: list[str], found: dict) -> tuple[list[float], list[str]]:
     """Ledger, gradebook and exchange agree; each submission's submit-to-feedback seconds."""
     problems, latencies = [], []
-    lines = ledger_lines()
-    graded = [line for line in lines if line[2] == "graded"]
+    entries, graded = LEDGER.entries(), LEDGER.graded()
     gradebook = scores()
     for student in students:
         theirs = sorted(p for p in (EXCHANGE / "inbound").iterdir() if p.name.startswith(f"{student}+{ASSIGNMENT}+")
@@ -387,11 +383,11 @@ def the_books(students: list[str], found: dict) -> tuple[list[float], list[str]]
             problems.append(f"{student} has {len(own)} submissions of their own in the exchange, expected 1")
             continue
         submission = own[0]
-        times = [line for line in graded if line[1] == submission.name]
+        times = [entry for entry in graded if entry.submission == submission.name]
         if len(times) != 1:
             problems.append(f"{submission.name} was graded {len(times)} times according to the ledger")
             continue
-        ledger_score = float(re.search(r"score ([\d.]+)/", times[0][3]).group(1))
+        ledger_score = float(re.search(r"score ([\d.]+)/", times[0].detail).group(1))
         if abs(gradebook.get(student, -1) - ledger_score) > 1e-9:
             problems.append(f"{student}: the ledger says {ledger_score}, the gradebook {gradebook.get(student)}")
         released = feedback_file(submission)
@@ -407,7 +403,7 @@ def the_books(students: list[str], found: dict) -> tuple[list[float], list[str]]
     if found["kill"]:
         pid, in_flight, _ = found["kill"]
         for name in in_flight:
-            starts = sum(1 for line in lines if line[1] == name and line[2] == "grading")
+            starts = sum(1 for entry in entries if entry.submission == name and entry.outcome == "grading")
             if starts < 2:
                 problems.append(f"{name} was being graded when the service was killed, but was not graded again")
     return latencies, problems

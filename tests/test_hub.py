@@ -39,6 +39,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from addnorm_grading.feedback_service.ledger import Ledger
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="the course hub creates Unix users: run the tests as root"),
@@ -371,16 +373,14 @@ def test_course_cycle_on_the_hub(hub: dict[str, str], browser: Any) -> None:
 
 def graded_by_the_service(students: list[str], timeout: float = 180) -> dict[str, str]:
     """Wait until the feedback service's ledger shows each student's submission graded; return their details."""
-    ledger = COURSE / "feedback-service" / "ledger"
+    ledger = Ledger(COURSE / "feedback-service" / "ledger")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        lines = [line.split("\t") for line in ledger.read_text().splitlines()] if ledger.is_file() else []
-        graded = {line[1].split("+")[0]: line[3] for line in lines if line[2] == "graded"}
+        graded = {entry.submission.split("+")[0]: entry.detail for entry in ledger.graded()}
         if set(students) <= set(graded):
             return graded
         time.sleep(1)
-    raise AssertionError(f"the feedback service did not grade {students} within {timeout:.0f} s: "
-                         f"{ledger.read_text() if ledger.is_file() else 'no ledger'}")
+    raise AssertionError(f"the feedback service did not grade {students} within {timeout:.0f} s: {ledger.entries()}")
 
 
 def grade_written_answer(page: Any, frame: Any, student: str, points: int) -> None:

@@ -9,6 +9,11 @@ link, resource and #anchor of every page leads somewhere (other hosts are never 
 "LayerNorm", each chapter offers its notebook and links to its exercise and back, and screenshots of the home
 page, a chapter and the glossary are saved to `_build/screenshots/`.
 
+The site has three editions (English at the root, 简体中文 in zh-hans/, 繁體中文 in zh-hant/): every check above runs
+on every page of each, and each English page's twins are checked for their language (<html lang>, prose mostly CJK,
+繁體 in traditional characters), the same figures with Chinese alt texts, and language links that resolve both
+ways; each Chinese search finds chapter 1 from the Chinese term.
+
 The browser is Debian's /usr/bin/chromium (`make browser`; see `browser_type_launch_args` in conftest.py): if it
 is missing these tests FAIL, they are not skipped. For development only, ADDNORM_SITE_HTML=<folder> points the
 tests at an already built site instead of building the book.
