@@ -16,6 +16,8 @@ from __future__ import annotations
 import html
 import os
 import re
+import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -115,34 +117,37 @@ def hidden_lines(assignment: str) -> list[str]:
     return sorted(line for line in lines - released_lines if len(line) >= 12 and not line.startswith("#"))
 
 
+def grade_cheats(course: Path, assignment: str) -> dict:
+    """Grade that exercise's cheats and their two bases in `course` (one autograde run, one generate_feedback run)."""
+    notebook = JUDGED[assignment]
+    blank = (course / "exercises" / assignment / notebook).read_text(encoding="utf-8")
+    bases = {"blank": blank, "garbage": with_code_at_the_end_of_the_last_solution_cell(blank, GARBAGE[assignment])}
+    for name, text in bases.items():
+        coursework.submit(course, f"base-{name}", assignment, {notebook: text})
+    for name in graded_cheats(assignment):
+        base, code = cheats_of(assignment)[name]
+        coursework.submit(course, name, assignment, {
+            notebook: with_code_at_the_end_of_the_last_solution_cell(bases[base], code)})
+    for name, code in OUT_OF_SCOPE.get(assignment, {}).items():
+        coursework.submit(course, name, assignment, {
+            notebook: with_code_at_the_end_of_the_last_solution_cell(blank, code)})
+    result = coursework.run_nbgrader(["autograde", assignment, "--force"], course, check=False, timeout=3000)
+    coursework.run_nbgrader(["generate_feedback", assignment, "--force"], course, check=False, timeout=1200)
+    return dict(course=course, scores=coursework.scores(course), log=result.stdout + result.stderr)
+
+
 @pytest.fixture(scope="module")
 def cheated(tmp_path_factory):
-    """A function: `cheated(assignment)` grades that exercise's cheats and their two bases once (one autograde run, one
-    generate_feedback run, in one course shared by the module) and returns what the tests read."""
-    course = coursework.make_course(tmp_path_factory.mktemp("cheats") / "course")
-    graded: dict[str, dict] = {}
-
-    def grade(assignment: str) -> dict:
-        if assignment not in graded:
-            notebook = JUDGED[assignment]
-            blank = (course / "exercises" / assignment / notebook).read_text(encoding="utf-8")
-            bases = {"blank": blank,
-                     "garbage": with_code_at_the_end_of_the_last_solution_cell(blank, GARBAGE[assignment])}
-            for name, text in bases.items():
-                coursework.submit(course, f"base-{name}", assignment, {notebook: text})
-            for name in graded_cheats(assignment):
-                base, code = cheats_of(assignment)[name]
-                coursework.submit(course, name, assignment, {
-                    notebook: with_code_at_the_end_of_the_last_solution_cell(bases[base], code)})
-            for name, code in OUT_OF_SCOPE.get(assignment, {}).items():
-                coursework.submit(course, name, assignment, {
-                    notebook: with_code_at_the_end_of_the_last_solution_cell(blank, code)})
-            result = coursework.run_nbgrader(["autograde", assignment, "--force"], course, check=False, timeout=3000)
-            coursework.run_nbgrader(["generate_feedback", assignment, "--force"], course, check=False, timeout=1200)
-            graded[assignment] = dict(course=course, scores=coursework.scores(course), log=result.stdout + result.stderr)
-        return graded[assignment]
-
-    return grade
+    """A function: `cheated(assignment)` returns what the tests read of that exercise's graded cheats. Each judged
+    exercise is graded in a course folder of its own (copies of one), as many at a time as there are cores (a
+    notebook's kernel works on one)."""
+    base = tmp_path_factory.mktemp("cheats")
+    course = coursework.make_course(base / "course")
+    courses = {assignment: Path(shutil.copytree(course, base / assignment)) for assignment in JUDGED}
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        runs = {assignment: pool.submit(grade_cheats, folder, assignment) for assignment, folder in courses.items()}
+        graded = {assignment: run.result() for assignment, run in runs.items()}
+    return graded.__getitem__
 
 
 def test_there_are_at_least_twenty_cheats_per_judged_exercise():

@@ -123,8 +123,8 @@ def build_translations(root: Path) -> int:
     return 0
 
 
-FRAME_WORDS = {   # the site's own words around the pages: myst-nb's "Show code cell …", the dropdowns' "Click to show",
-                  # the search box, the footer
+FRAME_WORDS = {   # the site's own words around the pages: myst-nb's "Show code cell …",
+                  # the dropdowns' "Click to show", the search box, the footer
     "zh_Hans": {"nb_code_prompt_show": "显示代码单元格", "nb_code_prompt_hide": "隐藏代码单元格",
                 "togglebutton_hint": "点击显示", "togglebutton_hint_hide": "点击隐藏",
                 "html_theme_options": {"search_bar_text": "搜索本书……",

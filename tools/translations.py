@@ -42,7 +42,8 @@ def check(paths: list[str]) -> int:
                          if message.id and not message.string] + \
                         [f"{po}: fuzzy: {catalogs.short(message.id)}" for message in catalogs.read_catalog(po)
                          if message.id and message.fuzzy]
-    print("\n".join(problems) if problems else "every message has a current translation that keeps its markup and terms")
+    done = "every message has a current translation that keeps its markup and terms"
+    print("\n".join(problems) if problems else done)
     return 1 if problems else 0
 
 
