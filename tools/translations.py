@@ -38,10 +38,10 @@ def check(paths: list[str]) -> int:
     for po in [Path(path) for path in paths] or sorted(PO.rglob("*.po")):
         problems += catalogs.translation_problems(po, glossary)
         if paths:
-            problems += [f"{po}: untranslated: {catalogs.short(message.id)}" for message in catalogs.read_catalog(po)
-                         if message.id and not message.string] + \
-                        [f"{po}: fuzzy: {catalogs.short(message.id)}" for message in catalogs.read_catalog(po)
-                         if message.id and message.fuzzy]
+            for message in catalogs.read_catalog(po):
+                if message.id and (not message.string or message.fuzzy):
+                    state = "fuzzy" if message.string else "untranslated"
+                    problems.append(f"{po}: {state}: {catalogs.short(message.id)}")
     done = "every message has a current translation that keeps its markup and terms"
     print("\n".join(problems) if problems else done)
     return 1 if problems else 0

@@ -62,8 +62,7 @@ def markup(text: str) -> Counter:
     kept: Counter = Counter()
     for role in ROLE.finditer(text):
         body = role["body"]
-        target = body[body.rindex("<") + 1:-1] if body.endswith(">") and "<" in body else body
-        kept[f"{{{role['name']}}}`{target if role['name'] in ('term', 'numref', 'ref', 'doc') else body}`"] += 1
+        kept[f"{{{role['name']}}}`{target(body) if role['name'] in ('term', 'numref', 'ref', 'doc') else body}`"] += 1
     text = ROLE.sub(" ", text)
     kept.update(f"`{code['code']}`" for code in CODE.finditer(text))
     text = CODE.sub(" ", text)
@@ -83,6 +82,11 @@ def prose(text: str) -> str:
     return text
 
 
+def target(body: str) -> str:
+    """What a role points to: the <label> of `shown words <label>`, or the whole body."""
+    return body[body.rindex("<") + 1:-1] if body.endswith(">") and "<" in body else body
+
+
 def shown_words(role: str, body: str) -> str:
     """The words a role shows in the text: a term's own words, or a reference's words before its <label>."""
     if "<" in body and body.endswith(">"):
@@ -97,12 +101,7 @@ def looks_like_formula(text: str) -> bool:
 
 def term_references(text: str) -> set[str]:
     """The glossary terms a message refers to with {term}, lower-cased."""
-    found = set()
-    for role in ROLE.finditer(text):
-        if role["name"] == "term":
-            body = role["body"]
-            found.add((body[body.rindex("<") + 1:-1] if body.endswith(">") and "<" in body else body).lower())
-    return found
+    return {target(role["body"]).lower() for role in ROLE.finditer(text) if role["name"] == "term"}
 
 
 def translation_problems(po: Path, terms: list[Term], script: str = "hans") -> list[str]:
