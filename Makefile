@@ -3,6 +3,7 @@
 #   make test       run the whole test suite (library, chapters, grading, website)
 #   make test-fast  everything but the book build, nbgrader and the browser (the inner loop, < 2 min)
 #   make lab        open JupyterLab on the exercises
+#   make secret     the course's secret for hidden inputs, checks/secret (once per course folder; never committed)
 #   make check      grade your own exercises/ with the full tests (EXERCISE=02_layer_norm for one)
 #   make capstone   your components of exercises 1-5 checked, assembled, trained and blamed (NOTEBOOKS=DIR)
 #   make translations  after editing a page and `make book`: merge its changed messages into locales/zh_Hans
@@ -23,7 +24,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: translations book test test-fast lab exercises serve clean graphviz browser sweep budget hub hub-down sandbox grade check capstone hub-enroll
+.PHONY: secret translations book test test-fast lab exercises serve clean graphviz browser sweep budget hub hub-down sandbox grade check capstone hub-enroll
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -134,9 +135,13 @@ sandbox:
 	@if [ "$$(id -u)" = 0 ] && ! id -u $(GRADER_USER) >/dev/null 2>&1; then \
 	  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(GRADER_USER); fi
 
+# The hidden checks' inputs come from the course's secret (addnorm_grading.secret): made once, kept if there.
+secret: $(STAMP)
+	@$(BIN)/python -m addnorm_grading.secret
+
 # Autograde every student's submission of ASSIGNMENT (default: every assignment): nbgrader processes over
 # batches of students, one per core and one more (addnorm_grading.grade_class).
-grade: $(STAMP) sandbox
+grade: $(STAMP) sandbox secret
 	$(BIN)/python -m addnorm_grading.grade_class "$(or $(ASSIGNMENT),*)"
 
 # The learner's self-check: grades a copy of each exercises/ notebook with the full tests (hidden ones too) in a

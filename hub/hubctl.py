@@ -59,7 +59,8 @@ COURSE = Path("/home") / INSTRUCTOR / COURSE_ID
 EXCHANGE = Path(CONSTANTS["course"]["exchange"])
 COURSE_FILES = ("nbgrader_config.py", "course.toml", "solutions", "checks")   # a course folder (guide/instructors.md)
 NOT_COURSE = (".git", ".venv", "_build", "node_modules", "__pycache__", ".pytest_cache", "*.egg-info",
-              ".ipynb_checkpoints", "gradebook.db", "submitted", "autograded", "feedback", ".exchange")
+              ".ipynb_checkpoints", "gradebook.db", "submitted", "autograded", "feedback", ".exchange",
+              "secret")      # checks/secret: the hub's course gets a secret of its own (addnorm_grading.secret)
 
 
 def assignments() -> list[str]:
@@ -250,6 +251,7 @@ def ensure_course(students: tuple[str, ...]) -> None:
     (jupyter_dir / "nbgrader_config.py").write_text(
         f'c = get_config()  # noqa: F821\nc.CourseDirectory.root = "{COURSE}"\n')
     run(["chown", "-R", f"{INSTRUCTOR}:{INSTRUCTOR}", str(COURSE), str(jupyter_dir)])
+    as_user(INSTRUCTOR, ["python", "-m", "addnorm_grading.secret", str(COURSE)])    # the course's own, owner-only
     for assignment in assignments():                 # one id per call
         as_user(INSTRUCTOR, ["nbgrader", "generate_assignment", assignment, "--force"], cwd=COURSE)
     enroll_in_gradebook(students)

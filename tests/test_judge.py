@@ -11,8 +11,8 @@ import pytest
 import torch
 from IPython import display as ipython_display
 
-from addnorm_grading import observation
-from addnorm_grading.judge import Judge, JudgeError
+from addnorm_grading import observation, secret
+from addnorm_grading.judge import HIDDEN_FAILED, HIDDEN_NO_RESULT, HIDDEN_RAISED, Judge, JudgeError
 from addnorm_grading.observation import MIME, ObservationError
 from addnorm_grading.sections import Sections, assigned_names
 
@@ -46,7 +46,7 @@ HIDDEN = textwrap.dedent('''\
 def judge(tmp_path):
     checks = tmp_path / "checks"
     (checks / "ex").mkdir(parents=True)
-    (checks / "secret_seed").write_text("1234\n")
+    secret.make(checks)
     (checks / "ex" / "test_double.py").write_text(HIDDEN)
     return Judge(tmp_path)
 
@@ -67,9 +67,14 @@ def kernel(code: str, learner: str) -> list:
     return outputs
 
 
+def judged(trial, learner: str, visible_code: str | None = None):
+    """The verdicts of a trial whose two kernels each ran the learner's cells (in a namespace of their own)."""
+    return trial.verdicts(kernel(visible_code or trial.visible_code, learner), kernel(trial.hidden_code, learner),
+                          learner)
+
+
 def verdicts(judge, learner: str):
-    trial = judge.trial("ex", "test_double", VISIBLE)
-    return trial.verdicts(kernel(trial.kernel_code, learner), learner)
+    return judged(judge.trial("ex", "test_double", VISIBLE), learner)
 
 
 def test_sections_and_the_names_they_assign():
@@ -94,15 +99,16 @@ def test_the_hidden_check_runs_on_the_judges_own_inputs(judge):
     result = verdicts(judge, learner)
     assert result.visible is None and result.hidden == "double must work for every shape (the secret test says so)"
     trial = judge.trial("ex", "test_double", VISIBLE)
-    assert "randn" not in trial.kernel_code and "SEED" not in trial.kernel_code   # only data and observing lines
+    assert "randn" not in trial.hidden_code and "SEED" not in trial.hidden_code   # only data and observing lines
+    assert "hidden_out" not in trial.visible_code and "hidden_out" in trial.hidden_code   # the visible kernel: no hidden line
 
 
 def test_an_observation_that_lies_about_its_input_changes_nothing(judge):
     """The check compares with the judge's own x, never with an x read back from the kernel."""
     learner = "def double(x):\n    global x_forged\n    return x * 0\nx = None\n"
     trial = judge.trial("ex", "test_double", VISIBLE)
-    outputs = kernel(trial.kernel_code.replace("'out'", "'out', 'x'"), learner)   # the kernel also reports an x
-    assert trial.verdicts(outputs, learner).visible.startswith("double(x) should be 2·x")
+    lying = trial.visible_code.replace("'out'", "'out', 'x'")                     # the kernel also reports an x
+    assert judged(trial, learner, lying).visible.startswith("double(x) should be 2·x")
 
 
 @pytest.mark.parametrize("outputs, says", [
@@ -115,8 +121,9 @@ def test_an_observation_that_lies_about_its_input_changes_nothing(judge):
 ])
 def test_a_missing_malformed_or_oversized_observation_is_a_failed_test(judge, outputs, says):
     trial = judge.trial("ex", "test_double", VISIBLE)
-    result = trial.verdicts(outputs, "")
-    assert result.visible == result.hidden and "no result" in result.visible and says in result.visible
+    result = trial.verdicts(outputs, outputs, "")
+    assert "no result" in result.visible and says in result.visible
+    assert result.hidden == HIDDEN_NO_RESULT               # of the hidden kernel, not a word of what it sent
 
 
 def test_two_observations_are_refused():
@@ -167,7 +174,7 @@ def test_an_exception_is_told_by_its_call_type_and_the_learners_own_line(judge):
 
 def test_a_failed_run_helper_call_gets_the_helpers_message(tmp_path):
     (tmp_path / "checks" / "ex").mkdir(parents=True)
-    (tmp_path / "checks" / "secret_seed").write_text("7")
+    secret.make(tmp_path / "checks")
     source = textwrap.dedent('''\
         # [inputs]
         n = 3
@@ -181,13 +188,13 @@ def test_a_failed_run_helper_call_gets_the_helpers_message(tmp_path):
                "    raise RuntimeError('not in a test')\n")
     learner = "def double(n):\n    return n.missing\n"
     trial = Judge(tmp_path).trial("ex", "test_double", source)
-    result = trial.verdicts(kernel(trial.kernel_code, helpers + learner), learner)
+    result = judged(trial, helpers + learner)
     assert result.visible == "double on 3 numbers raised AttributeError at `return n.missing`. Multiply by two."
 
 
 def test_hidden_names_that_clash_with_the_visible_ones_are_the_instructors_mistake(tmp_path):
     (tmp_path / "checks" / "ex").mkdir(parents=True)
-    (tmp_path / "checks" / "secret_seed").write_text("7")
+    secret.make(tmp_path / "checks")
     (tmp_path / "checks" / "ex" / "test_double.py").write_text("# [inputs]\nx = 5\n# [observe]\n# [check]\n")
     with pytest.raises(JudgeError, match=r"\['x'\]"):
         Judge(tmp_path).trial("ex", "test_double", VISIBLE)
@@ -203,7 +210,7 @@ def test_a_check_that_crashes_fails_the_test_and_is_kept_for_the_log(judge):
     fails the test without guessing, and the trial keeps the error for the grading log."""
     learner = "def double(x):\n    return 'twice'\n"
     trial = judge.trial("ex", "test_double", VISIBLE.replace("assert isinstance(out, torch.Tensor) and ", "assert "))
-    result = trial.verdicts(kernel(trial.kernel_code, learner), learner)
+    result = judged(trial, learner)
     assert result.visible is not None and trial.errors and "ex/test_double" in trial.errors[0]
 
 
@@ -235,9 +242,12 @@ def test_a_hidden_diagnosis_speaks_first_even_when_the_visible_observing_raised(
     assert verdicts(judge, "def double(x):\n    return 2 * x\n").message is None
 
 
-def test_a_missing_seed_is_said_with_its_file(tmp_path):
+def test_a_missing_or_short_secret_is_said_with_its_file_and_the_command_that_makes_one(tmp_path):
     (tmp_path / "checks" / "ex").mkdir(parents=True)
-    with pytest.raises(JudgeError, match="secret_seed"):
+    with pytest.raises(secret.SecretMissing, match=r"checks/secret is missing\): run `make secret`"):
+        Judge(tmp_path).trial("ex", "test_double", VISIBLE)
+    (tmp_path / "checks" / "secret").write_text("20261201\n")          # a date is no secret
+    with pytest.raises(secret.SecretMissing, match="at least 32 hexadecimal digits"):
         Judge(tmp_path).trial("ex", "test_double", VISIBLE)
 
 
@@ -252,7 +262,7 @@ def test_data_crosses_as_data():
 
 def test_observed_names_are_the_courses_and_a_long_course_message_is_quoted_whole(tmp_path):
     (tmp_path / "checks" / "ex").mkdir(parents=True)
-    (tmp_path / "checks" / "secret_seed").write_text("7")
+    secret.make(tmp_path / "checks")
     long_message = "Your code calls the library's version: " + "write it yourself, " * 20 + "from the formula."
     source = textwrap.dedent(f'''\
         # [observe]
@@ -266,9 +276,9 @@ def test_observed_names_are_the_courses_and_a_long_course_message_is_quoted_whol
     ''')
     trial = Judge(tmp_path).trial("ex", "test_double", source)
     wrong = "def double(n):\n    return n + 1\n"
-    assert trial.verdicts(kernel(trial.kernel_code, wrong), wrong).visible == "double(3) should be 6; outcome is 4"
+    assert judged(trial, wrong).visible == "double(3) should be 6; outcome is 4"
     silent = "def double(n):\n    return None\n"
-    message = trial.verdicts(kernel(trial.kernel_code, silent), silent).visible
+    message = judged(trial, silent).visible
     assert message.endswith(long_message.rstrip(".")) and len(long_message) > observation.MAX_TEXT
 
 
@@ -287,3 +297,95 @@ def test_every_test_cell_of_every_exercise_is_judged(repo_root):
                 where = f"{path.parent.name}/{meta['grade_id']}"
                 assert judge.judges(cell.source), f"{where} is not in sections: its verdict would run in the kernel"
                 assert "BEGIN HIDDEN TESTS" not in cell.source, f"{where}: hidden tests belong in checks/"
+
+
+# ---- nothing a kernel saw of a hidden test comes back (issue 29) ----------------------------------------------
+
+ECHOING = textwrap.dedent('''\
+    import torch
+
+    # [inputs]
+    torch.manual_seed(SEED)
+    y = torch.randn(4, 5)
+    # [observe]
+    hidden_out = double(y)
+    # [check]
+    assert torch.equal(hidden_out, 2 * y), f"double(y) is wrong; yours is {hidden_out.tolist()} for y = {y.tolist()}"
+''')
+
+
+def test_a_hidden_message_that_formats_a_value_is_replaced_by_the_instructors_words(judge, tmp_path):
+    """A hidden check's f-string would echo what the hidden kernel computed (which can pack the hidden code into
+    numbers) and the hidden input: only a message written whole in the course's code is shown."""
+    (tmp_path / "checks" / "ex" / "test_double.py").write_text(ECHOING)
+    packing = ("import inspect\nimport torch\ndef double(x):\n"
+               "    code = next(f.frame.f_locals['source'] for f in inspect.stack() if 'source' in f.frame.f_locals)\n"
+               "    return torch.tensor([float(ord(c)) for c in code[:20]]) if x.shape == (4, 5) else 2 * x\n")
+    result = verdicts(judge, packing)
+    assert result.visible is None and result.hidden == HIDDEN_FAILED
+
+
+def test_an_exception_in_the_hidden_kernel_is_told_without_its_type_text_or_line(judge):
+    smuggling = ("import inspect\ndef double(x):\n    if x.shape == (2, 3):\n        return 2 * x\n"
+                 "    source = next(f.frame.f_locals['source'] for f in inspect.stack() if 'source' in f.frame.f_locals)\n"
+                 "    raise type(source[-40:], (ValueError,), {})(source)\n")
+    result = verdicts(judge, smuggling)
+    assert result.visible is None and result.hidden == HIDDEN_RAISED
+
+
+def test_the_visible_kernel_never_gets_a_hidden_input_or_a_hidden_line(judge):
+    trial = judge.trial("ex", "test_double", VISIBLE)
+    encoded = trial.visible_code.split("_addnorm_observe(globals(), ")[1].split(", ")[0]
+    assert set(observation.decode(eval(encoded))) == {"x"}
+    assert "hidden_out" not in trial.visible_code and "double(y)" not in trial.visible_code
+
+
+def test_short_strings_the_learner_did_not_write_are_not_quoted(tmp_path):
+    (tmp_path / "checks" / "ex").mkdir(parents=True)
+    secret.make(tmp_path / "checks")
+    source = textwrap.dedent('''\
+        # [observe]
+        names = tuple_names()
+        # [check]
+        assert names == ["weight"], f"expected one parameter, weight; yours are {names}, and {names[0]} first"
+    ''')
+    trial = Judge(tmp_path).trial("ex", "test_double", source)
+    learner = "def tuple_names():\n    return ['im' + 'po', chr(114) + chr(116), 'x']\n"   # 'x' is theirs
+    message = judged(trial, learner).visible
+    assert message.startswith("expected one parameter, weight; yours are [") and "'im'" not in message
+    assert "impo" not in message and "'rt'" not in message and "'x'" in message
+
+
+def test_seed_is_a_keyed_hash_of_the_secret_for_each_test(tmp_path):
+    key = bytes.fromhex(secret.make(tmp_path).read_text().strip())
+    assert len(key) * 8 >= 128 and (tmp_path / "secret").stat().st_mode & 0o077 == 0
+    seeds = {secret.seed_for(key, "ex", name) for name in ("test_a", "test_b")}
+    assert len(seeds) == 2 and all(0 <= seed < 2 ** secret.SEED_BITS for seed in seeds)
+    assert secret.seed_for(key, "ex", "test_a") == secret.seed_for(key, "ex", "test_a")
+    assert secret.seed_for(bytes(16), "ex", "test_a") != secret.seed_for(key, "ex", "test_a")
+    assert key.hex() not in str(seeds) and str(int.from_bytes(key, "big")) not in str(seeds)
+
+
+def test_a_check_that_runs_too_long_fails_that_test_and_says_so(judge):
+    source = VISIBLE.replace("# [check]\n", "# [check]\nwhile True:\n    pass\n")
+    trial = judge.trial("ex", "test_double", source)
+    learner = "def double(x):\n    return 2 * x\n"
+    result = trial.verdicts(kernel(trial.visible_code, learner), kernel(trial.hidden_code, learner), learner,
+                            cpu_seconds=0.5)
+    assert "more than 0.5 s of CPU time" in result.visible and result.visible == result.hidden
+
+
+def _payload(value) -> list:
+    return [{"output_type": "display_data", "data": {MIME: {"observation": observation.encode(value)}}}]
+
+
+@pytest.mark.parametrize("values, says", [
+    ({"out": torch.zeros(1).expand(3_000_000, 2_000_000)}, "more than 20,000,000 numbers"),   # 2 KB on the wire
+    ({"out": ["ab"] * 200_000}, "more than 100,000 values"),
+    ({"out": [[[[[[[[[[[[[[1]]]]]]]]]]]]]]}, "nests containers more than 12 deep"),
+])
+def test_an_observation_over_the_judges_limits_fails_that_test(judge, values, says):
+    trial = judge.trial("ex", "test_double", VISIBLE)
+    payload = _payload({"values": values, "raised": None})
+    result = trial.verdicts(payload, payload, "")
+    assert says in result.visible and result.hidden == HIDDEN_NO_RESULT

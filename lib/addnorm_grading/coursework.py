@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from addnorm_grading import secret
 from addnorm_grading.course import FILE_NAME, find_course_file, read_course
 
 CONFIG = "nbgrader_config.py"
@@ -59,6 +60,7 @@ def run_nbgrader(args: list[str], course: Path, check: bool = True, timeout: flo
 def make_course(course: Path, origin: Path | None = None, source: Path | None = None) -> Path:
     """A course folder at `course`: nbgrader_config.py, course.toml and checks/ from `origin` (default: this
     course), the instructor notebooks from `source` (default: origin's solutions/); every assignment generated.
+    The course gets a secret of its own (`addnorm_grading.secret`), never origin's.
 
     Afterwards course/exercises/<id>/ holds the learner versions and course/gradebook.db knows every assignment,
     ready for `nbgrader autograde`. Returns `course`.
@@ -69,7 +71,8 @@ def make_course(course: Path, origin: Path | None = None, source: Path | None = 
         shutil.copy(origin / name, course / name)
     for folder, copy_from in ((SOURCE, source or origin / SOURCE), (CHECKS, origin / CHECKS)):
         shutil.copytree(copy_from, course / folder, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", secret.FILE))
+    secret.make(course / CHECKS, replace=True)
     run_nbgrader(["generate_assignment", "*", "--force"], course)     # every assignment, in one process
     return course
 

@@ -4,6 +4,12 @@
 `SandboxedExecute` starts each kernel through the `addnorm-sandbox` kernelspec (`addnorm_grading.sandbox`), tells
 it the limits of course.toml, keeps grading the rest when a kernel dies, and keeps of the kernel's outputs only
 what `addnorm_grading.verdicts` allows. nbgrader_config.py names them.
+
+A notebook with judged tests runs in two kernels, each in a sandbox of its own, at the same time
+(`addnorm_grading.judge`): the *visible* one (nbgrader's own run: its outputs above the first test are what the
+learner gets back) observes the visible tests; the *hidden* one (`HiddenRun`, in a thread) runs the same cells and
+observes the visible and hidden tests. Nothing of the hidden kernel reaches the notebook but the verdicts, and the
+notebook's metadata after grading is what it was before (no kernel, no widget state, writes it).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import copy
 import os
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import fields
 from functools import cached_property
@@ -22,11 +29,11 @@ from jupyter_client.kernelspec import KernelSpecManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
-from traitlets import Integer, Unicode, default
+from traitlets import Bool, Float, Integer, Unicode, default
 
 from addnorm_grading import sandbox
 from addnorm_grading.course import SandboxLimits, read_course
-from addnorm_grading.judge import Judge, JudgeError
+from addnorm_grading.judge import CPU_SECONDS, Judge, JudgeError, Trial
 from addnorm_grading.verdicts import (SPLIT, is_test_cell, kernel_failure, message_from_outputs, record_split,
                                      verdict_outputs)
 
@@ -85,8 +92,12 @@ class SandboxedExecute(BudgetedExecute):
     scratch = Unicode(help='Size of each of the kernel\'s two RAM disks (cwd, /tmp), e.g. "256M".').tag(config=True)
     threads = Integer(help="torch (OpenMP) threads in each kernel.").tag(config=True)
     file_size = Unicode(help='The largest file a kernel may write, e.g. "64M".').tag(config=True)
+    judge_seconds = Float(CPU_SECONDS, help="CPU seconds the judge may spend on one test cell's checks (past them, "
+                          "that test fails and says so; the next test is judged as usual).").tag(config=True)
+    store_widget_state = Bool(False, help="Never: a kernel's widget state would write the notebook's metadata.")
 
     _refusal = None                                     # the reason the sandbox cannot run, once known
+    _hidden_run = False                                 # True in the executor of a HiddenRun
 
     @default("kernel_name")
     def _sandbox_unless_opted_out(self):
@@ -126,15 +137,63 @@ class SandboxedExecute(BudgetedExecute):
         self._outputs_before_tests = []    # the outputs of the cells above it, as they were then
         self._verdicts = {}                # test cell index -> its message (None: passed)
         self._split = {}                   # judged test cell index -> its visible and hidden verdicts
+        self._visible = {}                 # judged test cell index -> the visible kernel's outputs
         if self.sandboxed:
             self._refuse_if_unavailable()
+        metadata = copy.deepcopy(nb.metadata), [copy.deepcopy(cell.metadata) for cell in nb.cells]
+        self._trials = self._prepare_trials(nb, resources)
+        hidden = HiddenRun(self, nb, resources, self._trials) if self._trials else None
         try:
+            if hidden:
+                hidden.start()
             nb, resources = super().preprocess(nb, resources, km)
         finally:
-            for folder in self._connection_dirs:
+            if hidden:
+                hidden.join()
+            for folder in self._connection_dirs + (hidden.connection_dirs if hidden else []):
                 shutil.rmtree(folder, ignore_errors=True)
+        if hidden:
+            self._decide(hidden)
+        nb.metadata = metadata[0]
+        for cell, cell_metadata in zip(nb.cells, metadata[1]):
+            cell.metadata = cell_metadata
         self._keep_only_verdicts(nb)
         return nb, resources
+
+    def _prepare_trials(self, nb, resources) -> dict[int, Trial]:
+        """Each judged test cell's trial (its inputs made, its kernels' code written), by cell index. A test that
+        cannot be judged (the instructor's mistake) is logged and gets its verdict now."""
+        trials, helpers = {}, _helpers(nb)
+        assignment = (resources or {}).get("nbgrader", {}).get("assignment", "")
+        for index, cell in enumerate(nb.cells):
+            if not (is_test_cell(cell) and self.judge.judges(cell.source)):
+                continue
+            grade_id = cell.metadata["nbgrader"]["grade_id"]
+            try:
+                trials[index] = self.judge.trial(assignment, grade_id, cell.source, helpers)
+            except JudgeError as error:
+                self.log.error("Test %s cannot be judged: %s", grade_id, error)
+                self._verdicts[index] = f"this test could not be run (a mistake in the course's tests: {grade_id})"
+        return trials
+
+    def _decide(self, hidden: "HiddenRun") -> None:
+        """Every judged test's verdicts, from what the two kernels observed (in this process, never the kernels')."""
+        learner_text = self._learner_text()
+        for index, trial in self._trials.items():
+            visible_outputs = self._visible.get(index, [])
+            hidden_outputs = hidden.outputs.get(index, [])
+            verdicts = trial.verdicts(visible_outputs, hidden_outputs, learner_text,
+                                      kernel_failure(visible_outputs), kernel_failure(hidden_outputs),
+                                      cpu_seconds=self.judge_seconds)
+            for error in trial.errors:
+                self.log.warning("A check of %s could not run on what a kernel observed: %s", trial.name, error)
+            self._verdicts[index] = verdicts.message
+            self._split[index] = verdicts
+
+    def preprocess_hidden(self, nb, resources):
+        """The hidden kernel's run (in a HiddenRun): every cell as it is given, outputs kept in the copy it was given."""
+        self._kernel_died, self._ran = False, set()
+        return BudgetedExecute.preprocess(self, nb, resources)
 
     def _keep_only_verdicts(self, nb):
         """Outputs as the first test found them above it; from it on, the verdicts and nothing else."""
@@ -177,6 +236,11 @@ class SandboxedExecute(BudgetedExecute):
         return km
 
     def preprocess_cell(self, cell, resources, index):
+        if self._hidden_run:                  # the hidden kernel: the learner's cells, then the tests' hidden code
+            if cell.cell_type == "code" and cell.source.strip():
+                cell, resources = self._run_cell(cell, resources, index)
+                self._ran.add(index)
+            return cell, resources
         if cell.cell_type != "code":
             return super().preprocess_cell(cell, resources, index)
         if is_test_cell(cell) and self._first_test is None:
@@ -184,7 +248,7 @@ class SandboxedExecute(BudgetedExecute):
             self._outputs_before_tests = [copy.deepcopy(c.get("outputs", [])) for c in self.nb.cells[:index]]
         if self._first_test is not None and not is_test_cell(cell):
             return cell, resources            # below the first test only tests run: nothing else reaches the learner
-        if is_test_cell(cell) and self.judge.judges(cell.source):
+        if is_test_cell(cell) and (index in self._trials or index in self._verdicts):
             return self._judge_cell(cell, resources, index)
         cell, resources = self._run_cell(cell, resources, index)
         if is_test_cell(cell):
@@ -192,30 +256,15 @@ class SandboxedExecute(BudgetedExecute):
         return cell, resources
 
     def _judge_cell(self, cell, resources, index):
-        """A judged test: its observing code runs in the kernel, its verdict here (`addnorm_grading.judge`)."""
-        grade_id = cell.metadata["nbgrader"]["grade_id"]
-        try:
-            trial = self.judge.trial(resources["nbgrader"]["assignment"], grade_id, cell.source, self._helpers())
-        except JudgeError as error:
-            self.log.error("Test %s cannot be judged: %s", grade_id, error)
-            self._verdicts[index] = f"this test could not be run (a mistake in the course's tests: {grade_id})"
-            return cell, resources
+        """A judged test in the visible kernel: its visible observing code runs there; the verdict comes later."""
+        if index not in self._trials:
+            return cell, resources                # it cannot be judged: its verdict is already said
         probe = copy.deepcopy(cell)
-        probe.source = trial.kernel_code
+        probe.source = self._trials[index].visible_code
         probe, resources = self._run_cell(probe, resources, index)
         self.nb.cells[index] = cell               # nbclient put the probe (the observing code) in its place
-        verdicts = trial.verdicts(probe.outputs, self._learner_text(), kernel_failure(probe.outputs))
-        for error in trial.errors:
-            self.log.warning("A check of %s could not run on what the kernel observed: %s", grade_id, error)
-        self._verdicts[index] = verdicts.message
-        self._split[index] = verdicts
+        self._visible[index] = probe.outputs
         return cell, resources
-
-    def _helpers(self) -> str:
-        """The notebook's locked helpers cell (as the gradebook restored it), or ''."""
-        return next((c.source for c in self.nb.cells if c.cell_type == "code"
-                     and c.metadata.get("nbgrader", {}).get("grade_id") == HELPERS
-                     and c.metadata["nbgrader"].get("locked")), "")
 
     def _learner_text(self) -> str:
         """The learner's own cells (their solution cells and cells they added): where a quoted string may come from."""
@@ -243,6 +292,45 @@ class SandboxedExecute(BudgetedExecute):
                              index)
             cell.outputs.append(_error("KernelUnresponsive", "the kernel stopped answering while running this cell"))
             return cell, resources
+
+
+class HiddenRun(threading.Thread):
+    """The hidden kernel of one notebook: a fresh sandboxed kernel that runs the learner's cells, then each judged
+    test's hidden kernel code (visible and hidden observing lines), while the visible kernel runs. It keeps the
+    outputs of the tests' code for the judge, and nothing else reaches the notebook."""
+
+    def __init__(self, visible: SandboxedExecute, nb, resources, trials: dict[int, Trial]):
+        super().__init__(name="addnorm-hidden-kernel", daemon=True)
+        self.executor = type(visible)(parent=visible.parent, config=visible.config, log=visible.log)
+        self.executor.kernel_name, self.executor._hidden_run = visible.kernel_name, True
+        first_test = next(index for index, cell in enumerate(nb.cells) if is_test_cell(cell))
+        self.nb = copy.deepcopy(nb)
+        for index, cell in enumerate(self.nb.cells):
+            if index in trials:
+                cell.source = trials[index].hidden_code
+            elif index >= first_test and cell.cell_type == "code":
+                cell.source = ""                 # below the first test only the tests' code runs, as in the visible one
+        self.resources = copy.deepcopy(resources)
+        self.trials, self.outputs, self.connection_dirs = trials, {}, []
+
+    def run(self) -> None:
+        executor = self.executor
+        executor._connection_dirs = self.connection_dirs
+        executor._ran = set()
+        try:
+            executor.preprocess_hidden(self.nb, self.resources)
+        except Exception as error:               # the judge then says "no result" for every test left unrun
+            executor.log.warning("The hidden kernel stopped before the end of this notebook: %s: %s",
+                                 type(error).__name__, str(error)[:300])
+        self.outputs = {index: self.nb.cells[index].get("outputs", []) for index in self.trials
+                        if index in executor._ran}
+
+
+def _helpers(nb) -> str:
+    """A notebook's locked helpers cell (as the gradebook restored it), or ''."""
+    return next((c.source for c in nb.cells if c.cell_type == "code"
+                 and c.metadata.get("nbgrader", {}).get("grade_id") == HELPERS
+                 and c.metadata["nbgrader"].get("locked")), "")
 
 
 def _error(name, message):

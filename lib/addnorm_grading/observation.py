@@ -26,6 +26,9 @@ MAX_BYTES = 16 * 1024 * 1024              # the largest observation the judge re
 MAX_TEXT = 300                            # characters kept of a string from the learner's process
 MAX_ITEMS = 1000                          # items kept of a list, tuple or dict from it
 MAX_FRAMES = 8                            # source lines kept of the frames an exception passed through
+MAX_ELEMENTS = 20_000_000               # numbers in all of one observation's tensors (an expanded tensor: all it shows)
+MAX_DEPTH = 12                          # containers inside containers in one observation
+MAX_NODES = 100_000                     # containers, strings and numbers in one observation
 OBJECT, RAISED = "__addnorm_object__", "__addnorm_raised__"    # markers: an object that is not data; an exception
 OBSERVING = "_addnorm_observing"          # set in the learner's namespace while a test observes
 
@@ -109,6 +112,28 @@ def observe(namespace: dict, inputs: str, source: str, names: list[str], resume_
     display({MIME: {"observation": encode({"values": found, "raised": raised})}}, raw=True)
 
 
+def within_limits(data: Any) -> None:
+    """Check a decoded observation's size without recursing: nesting depth, count of items, tensor elements (a
+    stride-0 or expanded tensor counts every element it presents). ObservationError, saying which, when over."""
+    elements, nodes, stack = 0, 0, [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise ObservationError(f"it holds more than {MAX_NODES:,} values")
+        if isinstance(value, torch.Tensor):
+            elements += value.numel()
+            if elements > MAX_ELEMENTS:
+                raise ObservationError(f"its tensors hold more than {MAX_ELEMENTS:,} numbers")
+        elif isinstance(value, (list, tuple, dict)):
+            if depth >= MAX_DEPTH:
+                raise ObservationError(f"it nests containers more than {MAX_DEPTH} deep")
+            items = list(value.items()) if isinstance(value, dict) else value
+            stack.extend((item, depth + 1) for item in items)
+        elif not (value is None or isinstance(value, (bool, int, float, str))):
+            raise ObservationError(f"it holds a {type(value).__name__}, which is not plain data")
+
+
 def read(outputs: list) -> dict:
     """The one observation in a cell's outputs: {"values": {...}, "raised": tuple | None}. ObservationError if
     there is none, more than one, or it is malformed or too large."""
@@ -119,6 +144,7 @@ def read(outputs: list) -> dict:
     if not isinstance(payload, dict) or set(payload) != {"observation"}:
         raise ObservationError("it is not in the expected form")
     data = decode(payload["observation"])
+    within_limits(data)
     if not isinstance(data, dict) or set(data) != {"values", "raised"} or not isinstance(data["values"], dict):
         raise ObservationError("it is not in the expected form")
     raised = data["raised"]

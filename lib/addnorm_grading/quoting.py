@@ -5,6 +5,7 @@ own words for it, evaluated in the judge."""
 from __future__ import annotations
 
 import ast
+import re
 
 from addnorm_grading.observation import OBJECT
 
@@ -59,19 +60,33 @@ def opaque(value):
     return value
 
 
-def strings_not_in(value, learner_text: str, found: set[str] | None = None) -> set[str]:
-    """Every string inside an observation (names, object markers' type names) that the learner's cells lack."""
-    found = set() if found is None else found
-    if isinstance(value, str):
-        if len(value) >= 3 and value not in learner_text:
-            found.add(value)
-    elif isinstance(value, Opaque):
-        strings_not_in(type(value).__name__, learner_text, found)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            strings_not_in(item, learner_text, found)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            strings_not_in(key, learner_text, found)
-            strings_not_in(item, learner_text, found)
-    return found
+def strings_not_in(value, learner_text: str) -> set[str]:
+    """Every string inside an observation (names, object markers' type names), however short, that is not, whole,
+    in the learner's cells. Each distinct string is looked up once (an observation of many copies of one string costs
+    one look-up)."""
+    found, stack = set(), [value]
+    while stack:                                   # observations are already capped in depth and size
+        item = stack.pop()
+        if isinstance(item, str):
+            found.add(item)
+        elif isinstance(item, Opaque):
+            found.add(type(item).__name__)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+    return {text for text in found if text and text not in learner_text}
+
+
+def redact(message: str, unsafe: set[str]) -> str:
+    """The message with every string of `unsafe` replaced by "…": wherever it is quoted ('x', "x", `x`), and where
+    it stands alone as a word or name (for strings of two characters or more: a one-letter word of the instructor's
+    sentence stays)."""
+    texts = sorted((text for text in unsafe if text in message), key=len, reverse=True)
+    if not texts:
+        return message
+    quoted = "|".join(f"{q}{re.escape(t)}{q}" for t in texts for q in ("'", '"', "`"))
+    alone = "|".join(rf"(?<![\w]){re.escape(t)}(?![\w])" for t in texts if len(t) >= 2)
+    pattern = re.compile("|".join(part for part in (quoted, alone) if part))
+    return pattern.sub(lambda match: "…", message)

@@ -1,0 +1,90 @@
+"""The course's secret: a random value made once per course folder and never committed; hidden inputs come from it.
+
+The hidden checks draw their inputs from `SEED` (`torch.manual_seed(SEED + 3)`). `SEED` is not the secret: each
+test gets its own, a keyed hash (HMAC-SHA256) of the secret and the test's name, so no hidden input, and no number
+of a hidden test, reveals the secret or another test's inputs.
+
+    make secret                                   # checks/secret for this repository's course (once)
+    python -m addnorm_grading.secret [COURSE]     # the same for a course folder of your own
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import sys
+from pathlib import Path
+
+FILE = "secret"               # checks/secret: the secret as hex text, readable by its owner only
+BYTES = 32                    # 256 random bits
+MIN_BYTES = 16                # a secret of fewer than 128 bits is refused
+COMMAND = "make secret"       # what the refusal tells the instructor to run (the Makefile calls main())
+SEED_BITS = 62                # SEED + a small offset stays a valid torch seed
+
+
+class SecretMissing(RuntimeError):
+    """The course folder has no usable secret (the message names the command that makes one)."""
+
+
+def make(checks: Path, replace: bool = False) -> Path:
+    """Write a new random secret into `checks`/secret (unless one is there and `replace` is false); return its path."""
+    path = Path(checks) / FILE
+    if path.exists() and not replace:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="ascii") as file:
+        file.write(secrets.token_hex(BYTES) + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def read(checks: Path) -> bytes:
+    """The secret of the course whose hidden checks are in `checks`; SecretMissing if there is none, or it is short."""
+    path = Path(checks) / FILE
+    how = (f"run `{COMMAND}` in the course's repository, or `python -m addnorm_grading.secret {path.parent.parent}` "
+           "for a course folder of your own")
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        raise SecretMissing(f"the course has no secret for its hidden inputs ({path} is missing): {how}") from None
+    except (OSError, UnicodeError) as error:
+        raise SecretMissing(f"{path} cannot be read ({error}): {how}") from None
+    try:
+        value = bytes.fromhex(text)
+    except ValueError:
+        value = b""
+    if len(value) < MIN_BYTES:
+        raise SecretMissing(f"{path} must hold at least {MIN_BYTES * 2} hexadecimal digits ({MIN_BYTES * 8} random "
+                            f"bits); it holds {len(text)} characters: {how}")
+    return value
+
+
+def seed_for(secret: bytes, assignment: str, grade_id: str) -> int:
+    """The `SEED` of one hidden test: HMAC-SHA256(secret, "assignment/grade_id"), cut to SEED_BITS bits."""
+    digest = hmac.new(secret, f"{assignment}/{grade_id}".encode("utf-8"), hashlib.sha256).digest()
+    return int.from_bytes(digest[:8], "big") >> (64 - SEED_BITS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Make the secret of a course folder (default: the one here or above) if it has none; say where it is."""
+    from addnorm_grading.coursework import CHECKS, course_root
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) > 1 or any(a.startswith("-") for a in args):
+        print("usage: python -m addnorm_grading.secret [COURSE FOLDER]", file=sys.stderr)
+        return 2
+    course = Path(args[0]).resolve() if args else course_root()
+    checks = course / CHECKS
+    existed = (checks / FILE).exists()
+    path = make(checks)
+    read(checks)                               # an old, short or broken one is reported, not kept silently
+    print(f"{path}: {'kept the secret already there' if existed else 'a new secret'} (never commit it; keep it "
+          "beside the hidden checks, out of learners' reach)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
