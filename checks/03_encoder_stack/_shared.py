@@ -89,9 +89,9 @@ DIFFERS = {False: "Your Post-LN encoder layer differs from x = LN₁(x + SelfAtt
            True: "Your Pre-LN encoder layer differs from x = x + SelfAttn(LN₁(x)); x + FFN(LN₂(x)) by more than 1e-4 "
                  "(on the test's weights). Use self.self_attn(h, h, h, key_padding_mask=...) and self.feed_forward(h), "
                  "one LayerNorm per sublayer."}
-STATE = ("Called again, on another input or on inputs of another size, your layer no longer computes the formula "
-         "(or gives another answer for the same input): it keeps something from an earlier call. Compute everything "
-         "from this call's arguments (x, src_key_padding_mask) and the layer's weights.")
+STATE = ("Called again, on another input, at another size or with another padding mask, your layer fails or no "
+         "longer computes the formula (or answers the same input differently): it keeps something from an earlier "
+         "call. Compute everything from this call's arguments (x, src_key_padding_mask) and the layer's weights.")
 
 
 def _same_input(x, after):
@@ -125,10 +125,10 @@ def _with_others(case, others, mask=None):
 def _check_calls(case, calls, norm_first):
     """The same layer instance called again: `calls` = (its output on case["x"] a second time, then its outputs on
     each of case["others"] (other sizes, other masks), in order), with its LayerNorms as created."""
+    assert isinstance(calls, (list, tuple)) and len(calls) == 1 + len(case["others"]), STATE
     again, *others = calls
     plain = _reference(case, case["x"], case.get("mask"), norm_first)
     assert _matches(again, plain), STATE
-    assert len(others) == len(case["others"]), STATE
     for (x, mask), out in zip(case["others"], others):
         assert _matches(out, _reference(case, x, mask, norm_first)), STATE
 
@@ -275,7 +275,7 @@ SHARED_GRADIENTS = ("The gradient that reaches each copy's weights differs from 
                     "1e-4: the copies share weights, so their gradients add up. Use copy.deepcopy(layer) for each.")
 
 
-def _check_probe_stack(out, x, weights, mask=None, norm=None):
+def _check_probe_stack(out, x, weights, mask=None, norm=None, otherwise=STACK_DIFFERS):
     """A stack of stand-in layers' output, against the formula; the common wrong stacks named."""
     n = len(weights)
     assert isinstance(out, torch.Tensor) and out.shape == x.shape, NOT_A_TENSOR
@@ -293,7 +293,7 @@ def _check_probe_stack(out, x, weights, mask=None, norm=None):
             h = F.layer_norm(_probe_reference(h, [w], mask)[0], h.shape[-1:], norm[0].double(), norm[1].double(),
                              eps=1e-5)
         assert not _close(out, h), STACK_NORM_EVERY_LAYER
-    assert False, STACK_DIFFERS
+    assert False, otherwise
 
 
 def _check_probe_gradients(grads, x, weights, mask, norm, upstream, message=STACK_GRADIENTS):

@@ -32,9 +32,13 @@ def _probe_runs(stack, weights, x, mask, upstream, other_x, other_mask):
     out = stack(x_in, src_key_padding_mask=mask)
     (out * upstream).sum().backward()
     grads = [x_in.grad] + [p.grad for c in copies for p in (c.linear.weight, c.linear.bias)]
+    again = other = None                       # None where it raised
     with torch.no_grad():
-        again = stack(x.clone(), src_key_padding_mask=mask)
-        other = stack(other_x.clone(), src_key_padding_mask=other_mask)
+        try:
+            again = stack(x.clone(), src_key_padding_mask=mask)
+            other = stack(other_x.clone(), src_key_padding_mask=other_mask)
+        except Exception:
+            pass
     return out.detach(), grads, again, other
 
 
@@ -48,7 +52,7 @@ del indep_layer, indep_stack                   # the test's own objects: not obs
 # [check]
 assert isinstance(indep_run, tuple) and len(indep_run) == 4, SHARED_LAYERS
 indep_out, indep_grads, indep_again, indep_other = indep_run
-assert _close(indep_out, _probe_reference(indep_x, indep_weights, indep_mask)[0]), SHARED_LAYERS
+_check_probe_stack(indep_out, indep_x, indep_weights, indep_mask, otherwise=SHARED_LAYERS)
 _check_probe_gradients(indep_grads, indep_x, indep_weights, indep_mask, None, indep_upstream, SHARED_GRADIENTS)
 assert _close(indep_again, _probe_reference(indep_x, indep_weights, indep_mask)[0]), STACK_STATE
 assert _close(indep_other, _probe_reference(indep_other_x, indep_weights, indep_other_mask)[0]), STACK_STATE

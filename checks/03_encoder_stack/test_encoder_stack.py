@@ -36,9 +36,13 @@ def _probe_runs(stack, weights, x, mask, upstream, other_x, other_mask):
     out = stack(x_in, src_key_padding_mask=mask)
     (out * upstream).sum().backward()
     grads = [x_in.grad] + [p.grad for c in copies for p in (c.linear.weight, c.linear.bias)]
+    again = other = None                       # None where it raised
     with torch.no_grad():
-        again = stack(x.clone(), src_key_padding_mask=mask)
-        other = stack(other_x.clone(), src_key_padding_mask=other_mask)
+        try:
+            again = stack(x.clone(), src_key_padding_mask=mask)
+            other = stack(other_x.clone(), src_key_padding_mask=other_mask)
+        except Exception:
+            pass
     return out.detach(), grads, again, other
 
 

@@ -33,9 +33,13 @@ def _probe_runs(stack, weights, x, memory, upstream, other_x, other_memory):
     (out * upstream).sum().backward()
     grads = [x_in.grad, memory_in.grad] + [p.grad for c in copies
                                            for p in (c.linear.weight, c.linear.bias, c.reader.weight)]
+    again = other = None                       # None where it raised
     with torch.no_grad():
-        again = stack(x.clone(), memory.clone())
-        other = stack(other_x.clone(), other_memory.clone())
+        try:
+            again = stack(x.clone(), memory.clone())
+            other = stack(other_x.clone(), other_memory.clone())
+        except Exception:
+            pass
     return out.detach(), grads, again, other
 
 
@@ -49,7 +53,7 @@ del indep_layer, indep_stack                   # the test's own objects: not obs
 # [check]
 assert isinstance(indep_run, tuple) and len(indep_run) == 4, SHARED_LAYERS
 indep_out, indep_grads, indep_again, indep_other = indep_run
-assert _close(indep_out, _probe_reference(indep_x, indep_memory, indep_weights)[0]), SHARED_LAYERS
+_check_probe_stack(indep_out, indep_x, indep_memory, indep_weights, otherwise=SHARED_LAYERS)
 _check_probe_gradients(indep_grads, indep_x, indep_memory, indep_weights, indep_upstream, None, SHARED_GRADIENTS)
 assert _close(indep_again, _probe_reference(indep_x, indep_memory, indep_weights)[0]), STACK_STATE
 assert _close(indep_other, _probe_reference(indep_other_x, indep_other_memory, indep_weights)[0]), STACK_STATE
