@@ -519,8 +519,6 @@ def _forge(found):
             found[name] = [m.bool() if isinstance(m, torch.Tensor) else m for m in value]
 '''),
         "named_parameters_hide_a_fourth_norm": ("garbage", '''
-def causal_mask(n):
-    return torch.ones(n, n, dtype=torch.bool).triu(diagonal=1)
 class DecoderLayer(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
         super().__init__()
@@ -538,7 +536,7 @@ class DecoderLayer(nn.Module):
     def named_modules(self, *args, **kwargs):
         return ((n, m) for n, m in super().named_modules(*args, **kwargs) if "extra" not in n)
     def forward(self, x, memory):
-        mask = causal_mask(x.shape[1])
+        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(diagonal=1)   # garbage's causal_mask is wrong
         sublayers = (lambda h: self.self_attn(h, h, h, attn_mask=mask), lambda h: self.cross_attn(h, memory, memory),
                      self.feed_forward)
         for norm, sublayer in zip(self.norms, sublayers):
@@ -559,8 +557,6 @@ class Decoder(nn.Module):
         return x + 0 * sum(p.sum() for p in self.parameters()) + 0 * memory.sum()   # gradients exist, and are zero
 '''),
         "state_kept_from_the_first_call": ("garbage", '''
-def causal_mask(n):
-    return torch.ones(n, n, dtype=torch.bool).triu(diagonal=1)
 class DecoderLayer(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
         super().__init__()
@@ -574,7 +570,7 @@ class DecoderLayer(nn.Module):
     def forward(self, x, memory):
         key = (tuple(x.shape), tuple(memory.shape))
         if key not in self.seen:                 # the first output at each size, kept
-            mask = causal_mask(x.shape[1])
+            mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(diagonal=1)   # garbage's causal_mask is wrong
             sublayers = (lambda h: self.self_attn(h, h, h, attn_mask=mask),
                          lambda h: self.cross_attn(h, memory, memory), self.feed_forward)
             for norm, sublayer in zip(self.norms, sublayers):

@@ -13,16 +13,19 @@ normed_other_x = torch.randn(4, 3, 16)
 normed_gamma, normed_beta = 1 + 0.5 * torch.randn(16), 0.5 * torch.randn(16)
 start_x = torch.randn(2, 4, 16)                                  # the copies as made: each a copy of `layer`
 # [observe]
+def _probe_init(self, width):
+    torch.nn.Module.__init__(self)
+    self.linear = torch.nn.Linear(width, width)
+
+
+def _probe_forward(self, x, src_key_padding_mask=None):
+    keep = 1.0 if src_key_padding_mask is None else (~src_key_padding_mask).to(x.dtype)[..., None]
+    return x + torch.tanh(self.linear(x)) * keep
+
+
 class _ProbeLayer(torch.nn.Module):
     """A stand-in layer, x + tanh(x Wᵀ + b), zero at padding positions: the test's weights say what it computes."""
-
-    def __init__(self, width):
-        super().__init__()
-        self.linear = torch.nn.Linear(width, width)
-
-    def forward(self, x, src_key_padding_mask=None):
-        keep = 1.0 if src_key_padding_mask is None else (~src_key_padding_mask).to(x.dtype)[..., None]
-        return x + torch.tanh(self.linear(x)) * keep
+    __init__, forward = _probe_init, _probe_forward
 
 
 def _probe_runs(stack, weights, x, mask, upstream, other_x, other_mask):

@@ -108,6 +108,29 @@ STATE = ("Called again, on another input or at another target or memory length, 
          "(x, memory) and the layer's weights.")
 
 
+MASK_NOT_A_TENSOR = "causal_mask(n) must return an (n, n) tensor, for every n (1 included)"
+MASK_DTYPE = ("causal_mask must return a boolean tensor (True = blocked, the torch.nn convention MultiHeadAttention "
+              "uses). For a float mask of 0 and -inf, attn_mask would mean something else.")
+MASK_INVERTED = ("Your causal mask is inverted: True must mark the positions that may NOT be attended to — the future, "
+                 "j > i, above the diagonal. Yours blocks the past and the position itself and lets the future through.")
+MASK_PAST = "Your mask blocks the past (below the diagonal) instead of the future: query i must not see keys j > i"
+MASK_DIAGONAL = ("Your mask also blocks the diagonal: a position must be able to attend to itself (triu with "
+                 "diagonal=1)")
+MASK_WRONG = "causal_mask(n) should be True exactly above the diagonal, for every n (1 included)"
+
+
+def _check_hidden_mask(mask, n):
+    """Your causal_mask(n) against the causal mask, the common wrong ones named."""
+    expected = _future(n)
+    assert isinstance(mask, torch.Tensor) and tuple(mask.shape) == (n, n), MASK_NOT_A_TENSOR
+    assert mask.dtype == torch.bool, MASK_DTYPE
+    if n > 1:
+        assert not torch.equal(mask, ~expected), MASK_INVERTED
+        assert not torch.equal(mask, expected.T), MASK_PAST
+        assert not torch.equal(mask, expected | torch.eye(n, dtype=torch.bool)), MASK_DIAGONAL
+    assert torch.equal(mask, expected), MASK_WRONG
+
+
 MASK_AT_WORK = ("Given your causal mask as attn_mask, MultiHeadAttention does not compute causal attention (tolerance "
                 "1e-5): the mask must be boolean, True above the diagonal, the positions that may not be attended to.")
 

@@ -13,16 +13,19 @@ normed_other_x, normed_other_memory = torch.randn(4, 3, 16), torch.randn(4, 2, 1
 normed_gamma, normed_beta = 1 + 0.5 * torch.randn(16), 0.5 * torch.randn(16)
 start_x, start_memory = torch.randn(2, 4, 16), torch.randn(2, 3, 16)     # the copies as made: each a copy of `layer`
 # [observe]
+def _probe_init(self, width):
+    torch.nn.Module.__init__(self)
+    self.linear = torch.nn.Linear(width, width)
+    self.reader = torch.nn.Linear(width, width, bias=False)
+
+
+def _probe_forward(self, x, memory):
+    return x + torch.tanh(self.linear(x) + self.reader(memory.mean(dim=1, keepdim=True)))
+
+
 class _ProbeLayer(torch.nn.Module):
     """A stand-in layer, x + tanh(x Wᵀ + b + mean(memory) Uᵀ): the test's weights say what it computes."""
-
-    def __init__(self, width):
-        super().__init__()
-        self.linear = torch.nn.Linear(width, width)
-        self.reader = torch.nn.Linear(width, width, bias=False)
-
-    def forward(self, x, memory):
-        return x + torch.tanh(self.linear(x) + self.reader(memory.mean(dim=1, keepdim=True)))
+    __init__, forward = _probe_init, _probe_forward
 
 
 def _probe_runs(stack, weights, x, memory, upstream, other_x, other_memory):
