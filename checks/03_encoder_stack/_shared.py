@@ -70,8 +70,8 @@ def _matches(out, value, atol=1e-4):
     return isinstance(out, torch.Tensor) and out.shape == value.shape and torch.allclose(out, value, atol=atol, rtol=1e-4)
 
 
-IN_PLACE = ("Your code changed the input x in place (an in-place operation such as x += …, x.sub_(…) or x[...] = …): "
-            "the caller's tensor is corrupted. Compute a new tensor instead (x = x + …).")
+IN_PLACE = ("Your code changed the input x in place (an in-place operation such as x += …, x.sub_(…) or x[...] = …): the "
+            "caller's tensor is corrupted. Compute a new tensor instead (x = x + …).")
 NOT_A_TENSOR = "EncoderLayer must return a tensor of the input's shape (batch, seq, d_model)"
 SWAPPED = {False: "With norm_first=False your layer computes Pre-LN: the two forms are swapped. Post-LN: "
                   "x = LN(x + Sublayer(x)); Pre-LN: x = x + Sublayer(LN(x)).",

@@ -86,7 +86,7 @@ def _matches(out, value, atol=1e-4):
 
 
 X_IN_PLACE = ("Your code changed the target x in place (an in-place operation such as x += …, x.sub_(…) or x[...] = …): "
-              "the caller's tensor is corrupted. Compute a new tensor instead (x = x + …).")
+              "the caller's tensor is corrupted. Compute a new tensor instead, x = x + ….")
 MEMORY_IN_PLACE = ("Your code changed the memory in place (an in-place operation such as x += …, x.sub_(…) or x[...] = "
                    "…): the caller's tensor is corrupted. Compute a new tensor instead (x = x + …).")
 NOT_A_TENSOR = "DecoderLayer must return a tensor of the target's shape (batch, tgt_len, d_model)"
