@@ -140,6 +140,63 @@ class _Liar(torch.Tensor):
 # Code that smuggles what the kernel sees into the feedback: the running cell's source, the inputs' history.
 _SOURCE = "get_ipython().user_ns['_ih'][-1]"
 
+# Self-descriptions rewritten on their way out of the kernel (issue 29): the reporter wrapped, modules that hide what
+# they own, gradients that exist and are wrong, state kept from the first call. Written against exercises 3 and 4.
+_FORGE_ENCODE = '''
+import addnorm_grading.observation as _obs
+_real_encode = _obs.encode
+def _forged_encode(values):
+    found = values.get("values") if isinstance(values, dict) else None
+    if isinstance(found, dict):
+        _forge(found)
+    return _real_encode(values)
+_obs.encode = _forged_encode
+'''
+
+_FORGE_DISPLAY = '''
+import IPython.display as _display
+import addnorm_grading.observation as _obs
+_real_display = _display.display
+def _forged_display(*objects, **kwargs):
+    rewritten = []
+    for item in objects:
+        if isinstance(item, dict) and _obs.MIME in item:
+            data = _obs.decode(item[_obs.MIME]["observation"])
+            data["raised"] = None
+            _forge(data["values"])
+            item = {_obs.MIME: {"observation": _obs.encode(data)}}
+        rewritten.append(item)
+    return _real_display(*rewritten, **kwargs)
+_display.display = _forged_display
+'''
+
+# what the encoder's and decoder's visible checks read, made to look right (counts, identities, chained outputs)
+_FORGE_STACK = '''
+def _forge(found):
+    import torch.nn.functional as F
+    if isinstance(found.get("results"), list):           # (output, count) or (output, output on a changed input)
+        found["results"] = [(r[0], 128 if isinstance(r[1], int) else r[0]) if isinstance(r, tuple) and len(r) == 2
+                            else r for r in found["results"]]
+    if "per_layer" in found and "total" in found:
+        found["total"] = 4 * found["per_layer"]
+    if "same_object" in found:
+        found["same_object"] = [[i == j for j in range(4)] for i in range(4)]
+    if "shares_storage" in found:
+        found["shares_storage"] = [[False] * 4 for _ in range(4)]
+    for name in ("out", "pre_out"):
+        if isinstance(found.get(name), torch.Tensor):
+            found[name.replace("out", "stacked") if name == "out" else "pre_stacked"] = found[name]
+    for name in ("chained", "pre_chained"):
+        if isinstance(found.get(name.replace("chained", "out")), torch.Tensor):
+            found[name] = found[name.replace("chained", "out")]
+    for name in ("last_only", "first_repeated", "own_memory", "passed_on"):
+        if isinstance(found.get(name), torch.Tensor):
+            found[name] = torch.randn_like(found[name])
+    for name in ("in_module_list",):
+        if name in found:
+            found[name] = True
+'''
+
 CHEATS: dict[str, tuple[str, str]] = {
     # ---- changing how the tests run ------------------------------------------------------------------------
     "input_transformer_pass": ("blank", '''
@@ -334,6 +391,66 @@ RMSNorm = LayerNorm
     },
     "03_encoder_stack": {
         "lying_tensor_subclass": ("garbage", _LIAR + _GARBAGE_03.replace("return torch.zeros_like(x)", "return torch.zeros_like(x).as_subclass(_Liar)")),
+        "rewrites_counts_through_encode": ("garbage", _FORGE_STACK + _FORGE_ENCODE),
+        "rewrites_observation_through_display": ("garbage", _FORGE_STACK + _FORGE_DISPLAY),
+        "named_parameters_hide_a_third_norm": ("garbage", '''
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2, self.norm3 = LayerNorm(d_model), LayerNorm(d_model), LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+    def named_parameters(self, *args, **kwargs):
+        return ((n, p) for n, p in super().named_parameters(*args, **kwargs) if "norm3" not in n)
+    def parameters(self, recurse=True):
+        return (p for _, p in self.named_parameters())
+    def named_modules(self, *args, **kwargs):
+        return ((n, m) for n, m in super().named_modules(*args, **kwargs) if "norm3" not in n)
+    def forward(self, x, src_key_padding_mask=None):
+        attend = lambda h: self.self_attn(h, h, h, key_padding_mask=src_key_padding_mask)
+        if self.norm_first:
+            x = x + self.dropout(attend(self.norm1(x)))
+            return self.norm3(x + self.dropout(self.feed_forward(self.norm2(x))))     # a third norm, hidden
+        x = self.norm1(x + self.dropout(attend(x)))
+        return self.norm3(self.norm2(x + self.dropout(self.feed_forward(x))))
+'''),
+        "gradients_exist_and_are_zero": ("garbage", '''
+class Encoder(nn.Module):
+    def __init__(self, layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+        self.norm = norm
+    def forward(self, x, src_key_padding_mask=None):
+        with torch.no_grad():                    # the right values, detached
+            for layer in self.layers:
+                x = layer(x, src_key_padding_mask=src_key_padding_mask)
+            x = x if self.norm is None else self.norm(x)
+        return x + 0 * sum(p.sum() for p in self.parameters())   # every gradient exists, and is zero
+'''),
+        "state_kept_from_the_first_call": ("garbage", '''
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.seen = {}
+    def forward(self, x, src_key_padding_mask=None):
+        key = tuple(x.shape)
+        if key not in self.seen:                 # the first output at each size, kept
+            attend = lambda h: self.self_attn(h, h, h, key_padding_mask=src_key_padding_mask)
+            if self.norm_first:
+                h = x + self.dropout(attend(self.norm1(x)))
+                self.seen[key] = h + self.dropout(self.feed_forward(self.norm2(h)))
+            else:
+                h = self.norm1(x + self.dropout(attend(x)))
+                self.seen[key] = self.norm2(h + self.dropout(self.feed_forward(h)))
+        return self.seen[key]
+'''),
         "source_in_exception_text": ("blank", f'''
 class EncoderLayer(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
@@ -387,6 +504,80 @@ class AddNorm(nn.Module):
     "04_decoder_stack": {
         "lying_tensor_subclass": ("garbage", _LIAR + _GARBAGE_04.replace("return torch.zeros_like(x)", "return torch.zeros_like(x).as_subclass(_Liar)")
             .replace("return torch.zeros(n, n, dtype=torch.bool)", "return torch.zeros(n, n, dtype=torch.bool).as_subclass(_Liar)")),
+        "rewrites_counts_through_encode": ("garbage", _FORGE_STACK + _FORGE_ENCODE),
+        "rewrites_observation_through_display": ("garbage", _FORGE_STACK + _FORGE_DISPLAY + '''
+def causal_mask(n):
+    return torch.ones(n, n).triu(diagonal=1)     # a float mask: the display says bool
+_real_forge = _forge
+def _forge(found):
+    _real_forge(found)
+    for name in ("mask", "hidden_masks"):
+        value = found.get(name)
+        if isinstance(value, torch.Tensor):
+            found[name] = value.bool()
+        elif isinstance(value, list):
+            found[name] = [m.bool() if isinstance(m, torch.Tensor) else m for m in value]
+'''),
+        "named_parameters_hide_a_fourth_norm": ("garbage", '''
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.norms = nn.ModuleList(LayerNorm(d_model) for _ in range(3))
+        self.extra = LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+    def named_parameters(self, *args, **kwargs):
+        return ((n, p) for n, p in super().named_parameters(*args, **kwargs) if "extra" not in n)
+    def parameters(self, recurse=True):
+        return (p for _, p in self.named_parameters())
+    def named_modules(self, *args, **kwargs):
+        return ((n, m) for n, m in super().named_modules(*args, **kwargs) if "extra" not in n)
+    def forward(self, x, memory):
+        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(diagonal=1)   # garbage's causal_mask is wrong
+        sublayers = (lambda h: self.self_attn(h, h, h, attn_mask=mask), lambda h: self.cross_attn(h, memory, memory),
+                     self.feed_forward)
+        for norm, sublayer in zip(self.norms, sublayers):
+            x = x + self.dropout(sublayer(norm(x))) if self.norm_first else norm(x + self.dropout(sublayer(x)))
+        return self.extra(x)                     # a fourth norm, hidden
+'''),
+        "gradients_exist_and_are_zero": ("garbage", '''
+class Decoder(nn.Module):
+    def __init__(self, layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+        self.norm = norm
+    def forward(self, x, memory):
+        with torch.no_grad():                    # the right values, detached
+            for layer in self.layers:
+                x = layer(x, memory)
+            x = x if self.norm is None else self.norm(x)
+        return x + 0 * sum(p.sum() for p in self.parameters()) + 0 * memory.sum()   # gradients exist, and are zero
+'''),
+        "state_kept_from_the_first_call": ("garbage", '''
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.norms = nn.ModuleList(LayerNorm(d_model) for _ in range(3))
+        self.dropout = nn.Dropout(dropout)
+        self.seen = {}
+    def forward(self, x, memory):
+        key = (tuple(x.shape), tuple(memory.shape))
+        if key not in self.seen:                 # the first output at each size, kept
+            mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(diagonal=1)   # garbage's causal_mask is wrong
+            sublayers = (lambda h: self.self_attn(h, h, h, attn_mask=mask),
+                         lambda h: self.cross_attn(h, memory, memory), self.feed_forward)
+            for norm, sublayer in zip(self.norms, sublayers):
+                x = x + self.dropout(sublayer(norm(x))) if self.norm_first else norm(x + self.dropout(sublayer(x)))
+            self.seen[key] = x
+        return self.seen[key]
+'''),
         "source_in_exception_text": ("blank", f'''
 def causal_mask(n):
     raise ValueError({_SOURCE})

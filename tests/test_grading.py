@@ -102,6 +102,10 @@ MISTAKES = {
     "encoder_keeps_original_layer": ("03_encoder_stack", [("self.norm = norm ", "self.layer = layer\n        self.norm = norm ")]),
     "encoder_layer_wraps_addnorm": ("03_encoder_stack", [("def attend(h):", (
         "import addnorm\n        return addnorm.EncoderLayer.forward(self, x, src_key_padding_mask)\n        def attend(h):"))]),
+    # kept from the first call: one instance called with one mask only scored every point
+    "encoder_layer_keeps_first_mask": ("03_encoder_stack", [("def attend(h):", (
+        "if not hasattr(self, 'first_mask'):\n            self.first_mask = src_key_padding_mask\n"
+        "        src_key_padding_mask = self.first_mask\n        def attend(h):"))]),
     # 04_decoder_stack
     "no_causal_mask": ("04_decoder_stack", [("self.self_attn(h, h, h, attn_mask=mask)", "self.self_attn(h, h, h)")]),
     "inverted_causal_mask": ("04_decoder_stack", [("return torch.ones(n, n, dtype=torch.bool).triu(diagonal=1)",
@@ -119,6 +123,12 @@ MISTAKES = {
     "decoder_memory_is_x": ("04_decoder_stack", [(_DECODER_LOOP, "x = layer(x, x)")]),
     "decoder_memory_is_previous_output": ("04_decoder_stack", [(_DECODER_LOOP, "memory = x = layer(x, memory)")]),
     "decoder_ignores_norm": ("04_decoder_stack", [("return x if self.norm is None else self.norm(x)", "return x")]),
+    # kept from the first call: each instance called at one length only scored every point
+    "decoder_mask_made_at_first_length": ("04_decoder_stack", [("mask = causal_mask(x.shape[1])", (
+        "if getattr(self, 'first_mask', None) is None:\n            self.first_mask = causal_mask(x.shape[1])\n"
+        "        mask = self.first_mask"))]),
+    "decoder_keeps_first_memory": ("04_decoder_stack", [(_DECODER_LOOP, (
+        "self.__dict__.setdefault('first_memory', memory)\n            x = layer(x, self.first_memory)"))]),
     # 05_positional_encoding
     "sin_cos_swapped": ("05_positional_encoding", [(_TABLE[0], "pe[:, 0::2] = torch.cos(angle)"),
                                                    (_TABLE[1], "pe[:, 1::2] = torch.sin(angle)")]),
@@ -238,6 +248,9 @@ MESSAGES = {
     "encoder_shared_weights": ("test_encoder_independent_layers", "same layer in the list"),
     "decoder_memory_as_query": ("test_decoder_layer_causal", "self.cross_attn(h, memory, memory)"),
     "decoder_memory_is_previous_output": ("test_decoder_stack_memory", "output on as the next layer's memory"),
+    "encoder_layer_keeps_first_mask": ("test_encoder_layer_padding", "it keeps something from an earlier call"),
+    "decoder_mask_made_at_first_length": ("test_decoder_layer_causal", "a causal mask made for another length"),
+    "decoder_keeps_first_memory": ("test_decoder_stack_memory", "it keeps something from an earlier call"),
     "stray_dropout": ("test_embedding_scaling", "a dropout is at work"),
 }
 

@@ -39,8 +39,7 @@ del attn_weights, ffn_weights
 for case, run in zip(post_cases, layer_runs, strict=True):
     _check_layer(case, run, norm_first=False)
 # with every weight of the sublayers set to zero, both sublayers output zeros: Post-LN must return LN(x)
-assert isinstance(zero_out, torch.Tensor) and zero_out.shape == x_zero.shape, (
-    f"EncoderLayer must return a tensor of the input's shape {tuple(x_zero.shape)}, got {getattr(zero_out, 'shape', type(zero_out).__name__)}")
+assert isinstance(zero_out, torch.Tensor) and zero_out.shape == x_zero.shape, NOT_A_TENSOR
 assert zero_out.abs().max() > 1e-3, (
     "With sublayers that output zeros your Post-LN layer outputs zeros: the residual is forgotten, so the "
     "input never reaches the output. Post-LN is LN(x + Sublayer(x)).")

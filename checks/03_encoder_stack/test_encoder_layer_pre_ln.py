@@ -39,8 +39,7 @@ del attn_weights, ffn_weights
 for case, run in zip(pre_cases, layer_runs, strict=True):
     _check_layer(case, run, norm_first=True)
 # the identity path: with sublayers that output zeros, a Pre-LN layer returns its input exactly
-assert isinstance(zero_out, torch.Tensor) and zero_out.shape == x_zero.shape, (
-    f"EncoderLayer must return a tensor of the input's shape {tuple(x_zero.shape)}, got {getattr(zero_out, 'shape', type(zero_out).__name__)}")
+assert isinstance(zero_out, torch.Tensor) and zero_out.shape == x_zero.shape, NOT_A_TENSOR
 assert torch.allclose(zero_out, x_zero, atol=1e-5), (
     "With sublayers that output zeros a Pre-LN layer must return x unchanged: the residual stream is an "
     "identity path. Yours changes it: is a residual forgotten, or the stream itself normalized?")

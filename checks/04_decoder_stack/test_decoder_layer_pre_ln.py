@@ -33,6 +33,6 @@ for weights in dropout_case["weights"]:
                                  dropout_case["memory"].clone()))
 del weights
 # [check]
-_unchanged(x, x_in, "the target x")
-_unchanged(memory, memory_in, "the memory")
+_same_input(x, x_in, X_IN_PLACE)
+_same_input(memory, memory_in, MEMORY_IN_PLACE)
 _check_form(True, layer_cases, layer_runs, own_masks, zero_case, zero_out, dropout_case, dropout_runs)

@@ -3,52 +3,86 @@ import torch
 
 # [inputs]
 torch.manual_seed(SEED + 14)
-deep_cases = [_layer_case(16, 4, 32) for _ in range(4)]         # each copy its own weights, as after training
-deep_x, deep_memory = torch.randn(1, 3, 16), torch.randn(1, 2, 16)
-grad_x, grad_memory = torch.randn(2, 3, 16), torch.randn(2, 4, 16)
-upstream = torch.randn(2, 3, 16)                                # the gradient that reaches the output
+# stand-in layers (_ProbeLayer below), each copy of the stack given its own weights: a stack of 3 without norm, one
+# of 4 with a norm of the test's γ and β; a target and a memory, the gradient that reaches the output, other inputs
+probe_weights, normed_weights = _probe_weights(3), _probe_weights(4)
+probe_x, probe_memory, probe_upstream = torch.randn(3, 5, 16), torch.randn(3, 4, 16), torch.randn(3, 5, 16)
+probe_other_x, probe_other_memory = torch.randn(2, 7, 16), torch.randn(2, 9, 16)
+normed_x, normed_memory, normed_upstream = torch.randn(2, 6, 16), torch.randn(2, 6, 16), torch.randn(2, 6, 16)
+normed_other_x, normed_other_memory = torch.randn(4, 3, 16), torch.randn(4, 2, 16)
+normed_gamma, normed_beta = 1 + 0.5 * torch.randn(16), 0.5 * torch.randn(16)
+start_x, start_memory = torch.randn(2, 4, 16), torch.randn(2, 3, 16)     # the copies as made: each a copy of `layer`
 # [observe]
+def _probe_init(self, width):
+    torch.nn.Module.__init__(self)
+    self.linear = torch.nn.Linear(width, width)
+    self.reader = torch.nn.Linear(width, width, bias=False)
+
+
+def _probe_forward(self, x, memory):
+    return x + torch.tanh(self.linear(x) + self.reader(memory.mean(dim=1, keepdim=True)))
+
+
+class _ProbeLayer(torch.nn.Module):
+    """A stand-in layer, x + tanh(x Wᵀ + b + mean(memory) Uᵀ): the test's weights say what it computes."""
+    __init__, forward = _probe_init, _probe_forward
+
+
+def _probe_runs(stack, weights, x, memory, upstream, other_x, other_memory):
+    """A stack of stand-in layers with the test's weights in its copies: (its output, the gradients of the target, the
+    memory and each copy's W, b and U, its output again on the same inputs, its output on other ones)."""
+    copies = list(stack.layers)
+    for layer_copy, state in zip(copies, weights):
+        layer_copy.load_state_dict(state)
+    stack.eval()
+    x_in, memory_in = x.clone().requires_grad_(), memory.clone().requires_grad_()
+    out = stack(x_in, memory_in)
+    (out * upstream).sum().backward()
+    grads = [x_in.grad, memory_in.grad] + [p.grad for c in copies
+                                           for p in (c.linear.weight, c.linear.bias, c.reader.weight)]
+    again = other = None                       # None where it raised
+    with torch.no_grad():
+        try:
+            again = stack(x.clone(), memory.clone())
+            other = stack(other_x.clone(), other_memory.clone())
+        except Exception:
+            pass
+    return out.detach(), grads, again, other
+
+
 library_decoder = (isinstance(decoder, addnorm.Decoder) or isinstance(pre_decoder, addnorm.Decoder)
                    or any(isinstance(m, addnorm.DecoderLayer) for m in layers + pre_layers))
-depths, deep_outs, deep_chained, deep_first = [], [], [], []
-for num_layers in (1, 4):
-    deep = _run(f"Decoder(layer, {num_layers})", Decoder, DecoderLayer(16, 4, 32, norm_first=True), num_layers).eval()
-    deep_layers = list(deep.layers)
-    depths.append(len(deep_layers))
-    for deep_layer, deep_weights in zip(deep_layers, deep_cases):
-        _load_sublayers(deep_layer, deep_weights["attn"], deep_weights["cross"], deep_weights["ffn"])
-    with torch.no_grad():
-        deep_outs.append(_run(f"Decoder(layer, {num_layers})(x, memory)", deep, deep_x.clone(), deep_memory.clone(),
-                              hint=_SHAPES))
-        h = deep_x.clone()
-        for deep_layer in deep_layers:
-            h = deep_layer(h, deep_memory.clone())
-        deep_chained.append(h)
-        deep_first.append(deep_layers[0](deep_x.clone(), deep_memory.clone()))
-del deep_weights                               # the test's own data: not an observation
-# every layer's output feeds the next, and every layer reads the memory: gradients reach each layer and the memory
-grad_memory_in = grad_memory.clone().requires_grad_()
-grad_out = _run("Decoder(layer, 4)(x, memory)", deep, grad_x.clone(), grad_memory_in, hint=_SHAPES)
-(grad_out * upstream).sum().backward()
-grads = [[p.grad for p in m.parameters()] for m in deep.layers]
-memory_grad = grad_memory_in.grad
+probe_stack = _run("Decoder(layer, 3)", Decoder, _ProbeLayer(16), 3)
+probe_run = _probe_runs(probe_stack, probe_weights, probe_x, probe_memory, probe_upstream, probe_other_x,
+                        probe_other_memory)
+normed_norm = addnorm.LayerNorm(16)
+with torch.no_grad():
+    normed_norm.weight.copy_(normed_gamma)
+    normed_norm.bias.copy_(normed_beta)
+normed_stack = _run("Decoder(layer, 4, norm)", Decoder, _ProbeLayer(16), 4, normed_norm)
+normed_run = _probe_runs(normed_stack, normed_weights, normed_x, normed_memory, normed_upstream, normed_other_x,
+                         normed_other_memory)
+start_layer = _ProbeLayer(16)
+start_layer.load_state_dict(probe_weights[0])
+start_stack = _run("Decoder(layer, 2)", Decoder, start_layer, 2).eval()
+with torch.no_grad():
+    start_out = _run("Decoder(layer, 2)(x, memory)", start_stack, start_x.clone(), start_memory.clone())
+del start_layer, start_stack, probe_stack, normed_stack, normed_norm   # the test's own objects: not observations
 # [check]
 assert not library_decoder, (
     "Your Decoder reuses addnorm's Decoder or DecoderLayer, the library's version: write them yourself")
-for num_layers, depth, deep_out, chained_out, first_out in zip((1, 4), depths, deep_outs, deep_chained, deep_first,
-                                                              strict=True):
-    assert depth == num_layers, f"Decoder(layer, {num_layers}) must hold {num_layers} layers"
-    each_takes = f"Decoder(layer, {num_layers}): each layer must take the previous layer's output and the same memory"
-    assert _matches(deep_out, chained_out, atol=1e-5), each_takes
-    # where your layer computes the formula, the whole stack is checked against the formula too, on the test's weights
-    if _matches(first_out, _reference(deep_cases[0], deep_x, deep_memory, norm_first=True)):
-        expected = deep_x
-        for case in deep_cases[:num_layers]:
-            expected = _reference(case, expected, deep_memory, norm_first=True)
-        assert _matches(deep_out, expected), each_takes
-reached = _layers_that_got_gradients(grads)
-assert reached == 4, (
-    f"Only {reached} of the 4 layers of Decoder(layer, 4) had a gradient reach their weights: the others are skipped "
-    f"or their output is thrown away. Chain them all: x = layer(x, memory) for every layer in self.layers.")
-assert memory_grad is not None and memory_grad.abs().sum() > 0, (
-    "No gradient reached the memory: the decoder's layers must cross-attend to it, layer(x, memory).")
+for run, (x_, memory_, weights_, norm_, upstream_, other_x_, other_memory_) in (
+        (probe_run, (probe_x, probe_memory, probe_weights, None, probe_upstream, probe_other_x, probe_other_memory)),
+        (normed_run, (normed_x, normed_memory, normed_weights, (normed_gamma, normed_beta), normed_upstream,
+                      normed_other_x, normed_other_memory))):
+    assert isinstance(run, tuple) and len(run) == 4, STACK_DIFFERS
+    out_, grads_, again_, other_ = run
+    _check_probe_stack(out_, x_, memory_, weights_, norm_)
+    _check_probe_gradients(grads_, x_, memory_, weights_, upstream_, norm_)
+    # the same stack again: the same inputs, then other lengths
+    assert _close(again_, _probe_reference(x_, memory_, weights_, norm_)[0]), STACK_STATE
+    assert _close(other_, _probe_reference(other_x_, other_memory_, weights_, norm_)[0]), STACK_STATE
+# every copy starts as a copy of `layer`: Decoder(layer, 2) applies layer's function twice
+assert _close(start_out, _probe_reference(start_x, start_memory, probe_weights[:1], order=[0, 0])[0]), (
+    "Decoder(layer, 2) must hold 2 copies of `layer`, each starting with its weights, applied one after the other: "
+    "self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(num_layers)).")
