@@ -137,6 +137,58 @@ class _Liar(torch.Tensor):
         return super().__torch_function__(func, types, args, kwargs or {})
 '''
 
+# Reporters rewritten in the learner's kernel (issue 29): what the kernel says about the learner's objects is forged on
+# its way out, from lookups made while the learner's cells ran (answers for the inputs the notebook shows, counts,
+# flags) and never from the hidden inputs. `_REWRITE` is the cheat's own `_rewrite(source, values)`: it gets the
+# observing code being reported on and the {"values", "raised"} dict, and changes the dict in place.
+_THROUGH_ENCODE = """
+import sys as _sys
+import addnorm_grading.observation as _observation
+_original_encode = _observation.encode
+def _forged_encode(data):
+    caller = _sys._getframe(1).f_locals
+    if isinstance(data, dict) and "values" in data and "source" in caller:
+        _rewrite(caller["source"], data)
+    return _original_encode(data)
+_observation.encode = _forged_encode
+"""
+_THROUGH_DISPLAY = """
+import IPython.display as _ipython_display
+import addnorm_grading.observation as _observation
+_original_display = _ipython_display.display
+def _forged_display(*objects, **kwargs):
+    for obj in objects:
+        if isinstance(obj, dict) and _observation.MIME in obj:
+            data = _observation.decode(obj[_observation.MIME]["observation"])
+            _rewrite("", data)
+            obj[_observation.MIME]["observation"] = _observation.encode(data)
+    return _original_display(*objects, **kwargs)
+_ipython_display.display = _forged_display
+"""
+# Exercise 5: the first test's answers as the notebook shows them (sizes (10, 8), (1, 2), (1000, 64)), made by the
+# library before it is withheld; every raised exception dropped.
+_REWRITE_05 = """
+import addnorm as _addnorm
+_LOOKUP = {size: _addnorm.sinusoidal_encoding(*size) for size in ((10, 8), (1, 2), (1000, 64), (50, 16))}
+def _rewrite(source, data):
+    data["raised"] = None
+    found = data["values"]
+    found.update(pe=_LOOKUP[(10, 8)], one_pair=_LOOKUP[(1, 2)], long_table=_LOOKUP[(1000, 64)], is_library=False)
+    found.setdefault("tables", [_LOOKUP[(50, 16)]] * 4)
+    found.setdefault("rotation_table", _LOOKUP[(50, 16)][:40, :8])
+"""
+# Exercise 6: the shapes test as the notebook shows it (the library's state_dict shapes, zeros of the logits' shape,
+# no library call, no subclass); every raised exception dropped.
+_REWRITE_06 = """
+import addnorm as _addnorm
+_SMALL = dict(d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=64, dropout=0.0, max_len=32)
+_SHAPES = {name: tuple(t.shape) for name, t in _addnorm.Transformer(13, 11, **_SMALL).state_dict().items()}
+def _rewrite(source, data):
+    data["raised"] = None
+    data["values"].update(model_shapes=dict(_SHAPES), all_logits=[torch.zeros(3, 6, 11), torch.zeros(3, 6, 11)],
+                          library_forward=[], subclasses_library=False, diverged=False)
+"""
+
 # Code that smuggles what the kernel sees into the feedback: the running cell's source, the inputs' history.
 _SOURCE = "get_ipython().user_ns['_ih'][-1]"
 
@@ -320,6 +372,27 @@ _obs.observe = lambda namespace, inputs, source, names: None
 # Written against one exercise's own classes and functions.
 SPECIFIC: dict[str, dict[str, tuple[str, str]]] = {
     "05_positional_encoding": {
+        "reporter_rewritten_through_encode": ("blank", _REWRITE_05 + _THROUGH_ENCODE),
+        "reporter_rewritten_through_display": ("blank", _REWRITE_05 + _THROUGH_DISPLAY),
+        # a learned position table (a zero one, as garbage's sinusoidal_encoding makes) hidden from parameters() and
+        # named_parameters(); the token table used detached, with a 0 · weight.sum() term (its gradient exists, zero);
+        # the positions kept from the first call
+        "parameters_hidden_gradient_detached_state_kept": ("garbage", '''
+class Embedding(nn.Module):
+    def __init__(self, vocab_size, d_model, max_len=512):
+        super().__init__()
+        self.d_model = d_model
+        self.tokens = nn.Embedding(vocab_size, d_model)
+        self.position_table = nn.Parameter(sinusoidal_encoding(max_len, d_model))
+    def parameters(self, recurse=True):
+        return iter([self.tokens.weight])
+    def named_parameters(self, *args, **kwargs):
+        return iter([("tokens.weight", self.tokens.weight)])
+    def forward(self, tokens):
+        if not hasattr(self, "_kept"):
+            self._kept = self.position_table[: tokens.shape[1]]
+        return self.tokens.weight.detach()[tokens] + self._kept + 0 * self.tokens.weight.sum()
+'''),
         "lying_tensor_subclass": ("garbage", _LIAR + _GARBAGE_05.replace("return torch.zeros(max_len, d_model)", "return torch.zeros(max_len, d_model).as_subclass(_Liar)")
             .replace("return torch.zeros(*tokens.shape, self.d_model)",
                      "return torch.zeros(*tokens.shape, self.d_model).as_subclass(_Liar)")),
@@ -608,6 +681,15 @@ class Decoder(nn.Module):
 '''),
     },
     "06_whole_transformer": {
+        "reporter_rewritten_through_encode": ("blank", _REWRITE_06 + _THROUGH_ENCODE),
+        "reporter_rewritten_through_display": ("blank", _REWRITE_06 + _THROUGH_DISPLAY),
+        # a loss of the right value whose gradients exist and are zero (logits detached, plus 0 · logits.sum())
+        "loss_detached_gradients_zero": ("garbage", '''
+def teacher_forcing_loss(model, src, tgt):
+    logits = model(src, tgt[:, :-1], src == PAD, tgt[:, :-1] == PAD)
+    flat = logits.detach().reshape(-1, logits.shape[-1])
+    return F.cross_entropy(flat, tgt[:, 1:].reshape(-1), ignore_index=PAD) + 0 * logits.sum()
+'''),
         "lying_tensor_subclass": ("garbage", _LIAR + _GARBAGE_06.replace("+ 0 * self.generator.bias", "+ 0 * self.generator.bias).as_subclass(_Liar)")
             .replace("return torch.zeros(*tgt.shape", "return (torch.zeros(*tgt.shape")
             .replace("return torch.full((src.shape[0], max_len + 1), bos, dtype=torch.long)",

@@ -144,6 +144,20 @@ MISTAKES = {
     "learned_position_table": ("05_positional_encoding", [(
         'self.register_buffer("position_table", sinusoidal_encoding(max_len, d_model), persistent=False)',
         "self.position_table = nn.Parameter(sinusoidal_encoding(max_len, d_model))")]),
+    # (issue 29) what the kernel says about the module hides these; the values show them
+    "learned_table_hidden_from_parameters": ("05_positional_encoding", [(
+        'self.register_buffer("position_table", sinusoidal_encoding(max_len, d_model), persistent=False)',
+        "self.position_table = nn.Parameter(sinusoidal_encoding(max_len, d_model))\n\n"
+        "    def parameters(self, recurse=True):\n        return iter([self.tokens.weight])\n\n"
+        "    def named_parameters(self, *args, **kwargs):\n        return iter([('tokens.weight', self.tokens.weight)])\n\n"
+        "    def modules(self):\n        return iter([self, self.tokens])")]),
+    "token_table_detached": ("05_positional_encoding", [(
+        "x = self.tokens(tokens) * math.sqrt(self.d_model)",
+        "x = self.tokens(tokens).detach() * math.sqrt(self.d_model) + 0 * self.tokens.weight.sum()")]),
+    "embedding_keeps_first_length": ("05_positional_encoding", [(
+        "return x + self.position_table[: tokens.shape[1]]",
+        "if not hasattr(self, '_first_positions'):\n            self._first_positions = self.position_table[: tokens.shape[1]]\n"
+        "        return x + self._first_positions")]),
 }
 
 # Shortcuts that delegate the whole exercise: they must lose points, and may lose them all.
@@ -252,6 +266,10 @@ MESSAGES = {
     "decoder_mask_made_at_first_length": ("test_decoder_layer_causal", "a causal mask made for another length"),
     "decoder_keeps_first_memory": ("test_decoder_stack_memory", "it keeps something from an earlier call"),
     "stray_dropout": ("test_embedding_scaling", "a dropout is at work"),
+    "learned_position_table": ("test_embedding_adds_once", "a trained parameter"),
+    "learned_table_hidden_from_parameters": ("test_embedding_adds_once", "a trained parameter"),
+    "token_table_detached": ("test_embedding_adds_once", "the token table gets no gradient"),
+    "embedding_keeps_first_length": ("test_embedding_adds_once", "keep nothing from an earlier call"),
 }
 
 

@@ -186,6 +186,12 @@ MISTAKES = {
         [("if finished.all():", "if False:")], {"test_greedy_decode"}, "went on after every sequence"),
     "decode_ignores_source_padding": (
         [("model(src, out, src_key_padding_mask)", "model(src, out)")], {"test_greedy_decode"}, "src_key_padding_mask"),
+    # (issue 29) gradients that exist and are zero: the loss's value is right, its gradient is not
+    "loss_detached": (
+        [("return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=PAD)",
+          "return F.cross_entropy(logits.detach().reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=PAD)"
+          " + 0 * logits.sum()")],
+        {"test_teacher_forcing_loss", "test_training_run"}, "exist and are wrong"),
     "decode_reads_the_first_position": (
         [("[:, -1].argmax(dim=-1)", "[:, 0].argmax(dim=-1)")], {"test_greedy_decode"}, "LAST position"),
 }

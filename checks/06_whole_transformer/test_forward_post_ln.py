@@ -10,6 +10,8 @@ torch.manual_seed(SEED + 21)
 other_reference = _perturbed(addnorm.Transformer(VOCAB, VOCAB, norm_first=False, **SMALL), SEED + 21)
 other_weights = _weights(other_reference)
 other_src, other_tgt, other_src_mask, other_tgt_mask = _padded_batch(SEED + 21, batch=5)
+# the same model instance called again: on a batch of another size and length, and on the first batch again
+later_src, later_tgt, later_src_mask, later_tgt_mask = _padded_batch(SEED + 31, batch=2, tgt_len=4)
 # [observe]
 # [shared helpers: _record_calls]
 def _record_calls(model, src, tgt, src_mask, tgt_mask):
@@ -58,15 +60,19 @@ _, diagnosed_calls, diagnosed_raised = _record_calls(diagnosed, src, tgt, src_ma
 other_model = WholeTransformer(VOCAB, VOCAB, norm_first=False, **SMALL).eval()
 other_model.load_state_dict(other_weights)
 other_logits, other_calls, other_raised = _record_calls(other_model, other_src, other_tgt, other_src_mask, other_tgt_mask)
+later_logits, _, later_raised = _record_calls(other_model, later_src, later_tgt, later_src_mask, later_tgt_mask)
+again_logits, _, again_raised = _record_calls(other_model, other_src, other_tgt, other_src_mask, other_tgt_mask)
 single_logits, _, single_raised = _record_calls(other_model, other_src[:1], other_tgt[:1], None, None)
 # [diagnose]
-_diagnose(diagnosed_reference, src, tgt, src_mask, tgt_mask, diagnosed_calls, diagnosed_raised,
-          "Post-LN, addnorm's weights in your model")
-_diagnose(other_reference, other_src, other_tgt, other_src_mask, other_tgt_mask, other_calls, other_raised,
-          "Post-LN, a batch of 5")
+_diagnose(diagnosed_reference, src, tgt, src_mask, tgt_mask, diagnosed_calls, diagnosed_raised)
+_diagnose(other_reference, other_src, other_tgt, other_src_mask, other_tgt_mask, other_calls, other_raised)
 # [check]
-_check_same_logits(other_logits, _logits(other_reference, other_src, other_tgt, other_src_mask, other_tgt_mask),
-                   "Post-LN, a batch of 5")
-assert single_raised is None, f"Post-LN, one sequence without padding and no masks: your forward raised {_kind(single_raised)}"
-_check_same_logits(single_logits, _logits(other_reference, other_src[:1], other_tgt[:1], None, None),
-                   "Post-LN, one sequence without padding and no masks")
+# every run against addnorm.Transformer with the same weights (computed here); the same instance twice alike
+for raised in (other_raised, later_raised, again_raised, single_raised):
+    assert raised is None, "Your forward raised an exception on the hidden test's inputs (a batch of another size)"
+_same_logits(other_logits, _logits(other_reference, other_src, other_tgt, other_src_mask, other_tgt_mask))
+_same_logits(later_logits, _logits(other_reference, later_src, later_tgt, later_src_mask, later_tgt_mask))
+assert torch.equal(again_logits, other_logits), (
+    "Your model gives different logits for the same inputs at two calls (in eval mode): keep nothing from an "
+    "earlier call, and no randomness in forward")
+_same_logits(single_logits, _logits(other_reference, other_src[:1], other_tgt[:1], None, None))

@@ -10,6 +10,8 @@ torch.manual_seed(SEED + 22)
 other_reference = _perturbed(addnorm.Transformer(VOCAB, VOCAB, norm_first=True, **SMALL), SEED + 22)
 other_weights = _weights(other_reference)
 other_src, other_tgt, other_src_mask, other_tgt_mask = _padded_batch(SEED + 22, batch=4)
+# the same model instance called again: on a batch of another size and length, and on the first batch again
+later_src, later_tgt, later_src_mask, later_tgt_mask = _padded_batch(SEED + 32, batch=2, tgt_len=4)
 # [observe]
 # [shared helpers: _record_calls]
 def _record_calls(model, src, tgt, src_mask, tgt_mask):
@@ -58,11 +60,17 @@ _, diagnosed_calls, diagnosed_raised = _record_calls(diagnosed, src, tgt, src_ma
 other_model = WholeTransformer(VOCAB, VOCAB, norm_first=True, **SMALL).eval()
 other_model.load_state_dict(other_weights)
 other_logits, other_calls, other_raised = _record_calls(other_model, other_src, other_tgt, other_src_mask, other_tgt_mask)
+later_logits, _, later_raised = _record_calls(other_model, later_src, later_tgt, later_src_mask, later_tgt_mask)
+again_logits, _, again_raised = _record_calls(other_model, other_src, other_tgt, other_src_mask, other_tgt_mask)
 # [diagnose]
-_diagnose(diagnosed_reference, src, tgt, src_mask, tgt_mask, diagnosed_calls, diagnosed_raised,
-          "Pre-LN, addnorm's weights in your model")
-_diagnose(other_reference, other_src, other_tgt, other_src_mask, other_tgt_mask, other_calls, other_raised,
-          "Pre-LN, a batch of 4")
+_diagnose(diagnosed_reference, src, tgt, src_mask, tgt_mask, diagnosed_calls, diagnosed_raised)
+_diagnose(other_reference, other_src, other_tgt, other_src_mask, other_tgt_mask, other_calls, other_raised)
 # [check]
-_check_same_logits(other_logits, _logits(other_reference, other_src, other_tgt, other_src_mask, other_tgt_mask),
-                   "Pre-LN, a batch of 4")
+# every run against addnorm.Transformer with the same weights (computed here); the same instance twice alike
+for raised in (other_raised, later_raised, again_raised):
+    assert raised is None, "Your forward raised an exception on the hidden test's inputs (a batch of another size)"
+_same_logits(other_logits, _logits(other_reference, other_src, other_tgt, other_src_mask, other_tgt_mask))
+_same_logits(later_logits, _logits(other_reference, later_src, later_tgt, later_src_mask, later_tgt_mask))
+assert torch.equal(again_logits, other_logits), (
+    "Your model gives different logits for the same inputs at two calls (in eval mode): keep nothing from an "
+    "earlier call, and no randomness in forward")

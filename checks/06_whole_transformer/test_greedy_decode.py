@@ -54,5 +54,5 @@ judged_models += [(_library_model(weights), sources, max_len) for weights, sourc
 for (judged_model, (sources, sources_mask), max_len), (out, called, raised) in zip(
         judged_models, scripted_runs + model_runs, strict=True):
     _refused(called, DECODE_LIBRARY)
-    assert raised is None, f"greedy_decode raised {_kind(raised)} (max_len={max_len}, a batch of {len(sources)})"
-    _check_decoded(out, sources, max_len, addnorm.greedy_decode(judged_model, sources, max_len, BOS, EOS, sources_mask))
+    assert raised is None, "greedy_decode raised an exception on a hidden case (another batch size or max_len)"
+    _check_decoded_literally(out, sources, max_len, addnorm.greedy_decode(judged_model, sources, max_len, BOS, EOS, sources_mask))
