@@ -463,7 +463,7 @@ def check_student2_sees_only_their_own(student1_feedback: Path) -> None:
         "the instructor's solutions/": ["cat", str(COURSE / "solutions" / ASSIGNMENT / NOTEBOOK)],
         "the instructor's gradebook": ["cat", str(COURSE / "gradebook.db")],
         "the hidden checks": ["ls", str(COURSE / "checks")],
-        "the course's secret seed": ["cat", str(COURSE / "checks" / "secret_seed")],
+        "the course's secret": ["cat", str(COURSE / "checks" / "secret")],
         "the collected submissions": ["ls", str(COURSE / "submitted")],
         "the feedback service's ledger": ["cat", str(COURSE / "feedback-service" / "ledger")],
         "the feedback service's PID": ["kill", "-0", (COURSE / "feedback-service" / "service.pid").read_text().strip()],
