@@ -240,6 +240,10 @@ def test_a_hidden_diagnosis_speaks_first_even_when_the_visible_observing_raised(
     result = verdicts(judge, picky)
     assert "raised ValueError" in result.visible and result.message == "double returns its input unchanged: multiply it by 2"
     assert verdicts(judge, "def double(x):\n    return 2 * x\n").message is None
+    # a cell still to write is said first: no diagnosis of what the rest of an untouched exercise does
+    untouched = "def double(x):\n    if x.dim() == 2:\n        raise NotImplementedError()\n    return x\n"
+    result = verdicts(judge, untouched)
+    assert not result.diagnosed and "still says YOUR CODE HERE" in result.message, result
 
 
 def test_a_missing_or_short_secret_is_said_with_its_file_and_the_command_that_makes_one(tmp_path):

@@ -179,6 +179,12 @@ class Judge:
                      words | {NOT_CHECKED, HIDDEN_FAILED, HIDDEN_RAISED, HIDDEN_NO_RESULT, STILL_TO_WRITE})
 
 
+def _still_to_write(raised: tuple) -> bool:
+    """Whether what a kernel raised is an exercise's untouched `raise NotImplementedError()`."""
+    _, kind, text, _, _ = raised
+    return kind == "NotImplementedError" and not text
+
+
 def _kernel_code(inputs: dict, observing: str, names: list[str], resume_at: int) -> str:
     """What one kernel runs for a test: the observing lines on the inputs, and the report of what they found."""
     return ("from addnorm_grading.observation import observe as _addnorm_observe\n"
@@ -286,6 +292,8 @@ class Trial:
         namespace = dict(self.namespace, **seen.values)
         namespace["visible_check"] = lambda **bindings: exec(
             compile(self.visible.parts["check"], f"<{self.name}: check>", "exec"), dict(namespace, **bindings))
+        if seen.raised is not None and _still_to_write(seen.raised):
+            return STILL_TO_WRITE, False        # a cell still to write: said before any diagnosis of the rest
         diagnosis = self._diagnose(namespace)
         if diagnosis:
             return diagnosis, True
@@ -308,10 +316,9 @@ class Trial:
     def _hidden_raised(self, raised: tuple, namespace: dict) -> str:
         """An exception in the hidden kernel, told without its type, text or line: which call (the instructor's
         `_run` words, when they are the instructor's own) and the hint."""
-        _, kind, text, lines, at = raised
-        if kind == "NotImplementedError" and not text:
+        if _still_to_write(raised):
             return STILL_TO_WRITE
-        helper = run_call(self.observing_lines, at)
+        helper = run_call(self.observing_lines, raised[4])
         if helper is not None:
             what, hint = (evaluate(node, namespace) for node in helper)
             what, hint = (part if part in self.words else "" for part in (what, hint))
