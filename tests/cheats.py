@@ -366,6 +366,81 @@ get_ipython().events.register("pre_run_cell", lambda info: os._exit(0)
 import addnorm_grading.observation as _obs
 _obs.observe = lambda namespace, inputs, source, names: None
 '''),
+    # ---- channels out of the hidden kernel (issue 29): what it saw, packed into what it sends back --------------
+    # the observing code (hidden lines and all) and every value of the namespace, as a widget's state in a comm
+    "widget_state_carries_the_source": ("garbage", '''
+from ipykernel.comm import Comm as _Comm
+def _send_state(result):
+    namespace = get_ipython().user_ns
+    state = {"source": "\\n".join(namespace["_ih"]), "values": {k: repr(v)[:2000] for k, v in list(namespace.items())
+                                                           if not k.startswith("_")}}
+    try:
+        comm = _Comm(target_name="jupyter.widget", data={"state": state, "buffer_paths": []})
+        comm.send({"method": "update", "state": state, "buffer_paths": []})
+    except Exception:
+        pass
+get_ipython().events.register("post_run_cell", _send_state)
+'''),
+    # the observing code as an exception's text and as the lines of its frames
+    "exception_text_carries_the_source": ("garbage", '''
+import addnorm_grading.observation as _obs
+_real_observe, _real_describe = _obs.observe, _obs.describe
+def _telling_observe(namespace, inputs, source, names, resume_at=0):
+    _obs.describe = lambda error: (_obs.RAISED, "RuntimeError", source[-290:],
+                                   tuple(source[i:i + 290] for i in range(0, len(source), 290))[:8], 1)
+    head = "raise RuntimeError(" + repr(source[-290:]) + ")\\n"
+    return _real_observe(namespace, inputs, head + source, names, 0)
+_obs.observe = _telling_observe
+'''),
+    # the observing code as short strings (two letters each) and as numbers, in place of every value
+    "short_strings_and_numbers_carry_the_source": ("garbage", '''
+import torch as _torch
+import addnorm_grading.observation as _obs
+_real_encode = _obs.encode
+def _packing_encode(data):
+    source = "\\n".join(get_ipython().user_ns["_ih"])[-20000:]
+    if isinstance(data, dict) and isinstance(data.get("values"), dict):
+        for name in list(data["values"]):
+            data["values"][name] = [source[i:i + 2] for i in range(0, 600, 2)]
+        data["values"]["_packed"] = _torch.tensor([float(ord(c)) for c in source])
+    return _real_encode(data)
+_obs.encode = _packing_encode
+'''),
+    # observations that would stall or crash the judge: nested 5,000 deep (deeper than Python recurses), a stride-0 tensor of
+    # 10^12 elements, 200,000 references to one string
+    "observation_nested_too_deep": ("garbage", '''
+import addnorm_grading.observation as _obs
+_real_encode = _obs.encode
+import sys as _sys
+_sys.setrecursionlimit(20_000)                  # so that torch.save can write it
+def _deep_encode(data):
+    if isinstance(data, dict) and isinstance(data.get("values"), dict):
+        nested = []
+        for _ in range(5000):
+            nested = [nested]
+        data["values"] = {name: nested for name in data["values"]}
+    return _real_encode(data)
+_obs.encode = _deep_encode
+'''),
+    "observation_of_an_expanded_tensor": ("garbage", '''
+import torch as _torch
+import addnorm_grading.observation as _obs
+_real_encode = _obs.encode
+def _huge_encode(data):
+    if isinstance(data, dict) and isinstance(data.get("values"), dict):
+        data["values"] = {name: _torch.zeros(1).expand(10 ** 12) for name in data["values"]}
+    return _real_encode(data)
+_obs.encode = _huge_encode
+'''),
+    "observation_of_many_references": ("garbage", '''
+import addnorm_grading.observation as _obs
+_real_encode = _obs.encode
+def _many_encode(data):
+    if isinstance(data, dict) and isinstance(data.get("values"), dict):
+        data["values"] = {name: ["x" * 290] * 200_000 for name in data["values"]}
+    return _real_encode(data)
+_obs.encode = _many_encode
+'''),
 }
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from addnorm_grading import coursework
+from addnorm_grading import coursework, secret
 from addnorm_grading.course import read_course
 from addnorm_grading.exchange import links_in
 from cheats import CHEATS, GARBAGE, OUT_OF_SCOPE, SPECIFIC
@@ -183,11 +183,23 @@ def test_no_hidden_test_line_reaches_a_cheats_feedback(cheated, assignment, chea
     feedback = (course / "feedback" / cheat / assignment / notebook.replace(".ipynb", ".html")).read_text(encoding="utf-8")
     feedback = html.unescape(re.sub(r"<[^>]+>", "", feedback))    # the words, as the learner reads them
     submitted = (course / "submitted" / cheat / assignment / notebook).read_text(encoding="utf-8")
+    whole = (course / "autograded" / cheat / assignment / notebook).read_text(encoding="utf-8")   # metadata too
     for line in hidden_lines(assignment):
         if line in submitted:                  # the cheat's own code happens to hold it (`import addnorm`)
             continue
         assert line not in outputs, f"{cheat}: a hidden line in the autograded outputs: {line!r}"
         assert line not in feedback, f"{cheat}: a hidden line in the feedback: {line!r}"
+        assert line not in whole, f"{cheat}: a hidden line in the autograded notebook (its metadata): {line!r}"
+    for secret_text in secret_texts(course, assignment):
+        for where, text in (("autograded notebook", whole), ("feedback", feedback)):
+            assert secret_text not in text, f"{cheat}: the course's secret or a SEED in the {where}: {secret_text!r}"
+
+
+def secret_texts(course: Path, assignment: str) -> list[str]:
+    """The course's secret (hex) and each hidden test's SEED of this assignment (decimal), as they would be written."""
+    key = secret.read(course / "checks")
+    seeds = [secret.seed_for(key, assignment, path.stem) for path in (course / "checks" / assignment).glob("test_*.py")]
+    return [key.hex(), *(str(seed) for seed in seeds)]
 
 
 @pytest.mark.parametrize("assignment", sorted(JUDGED))

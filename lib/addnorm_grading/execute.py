@@ -99,6 +99,10 @@ class SandboxedExecute(BudgetedExecute):
     _refusal = None                                     # the reason the sandbox cannot run, once known
     _hidden_run = False                                 # True in the executor of a HiddenRun
 
+    def handle_comm_msg(self, outputs, msg, cell_index):
+        """Comm messages (widgets) from a learner's kernel are ignored: nothing of a kernel's widget state reaches
+        the notebook, and a malformed one (nbclient's handler raises KeyError on it) cannot stop the grading."""
+
     @default("kernel_name")
     def _sandbox_unless_opted_out(self):
         return "python3" if os.environ.get(UNSAFE_VARIABLE) == "1" else SANDBOX_KERNEL
