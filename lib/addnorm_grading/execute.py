@@ -98,6 +98,7 @@ class SandboxedExecute(BudgetedExecute):
 
     _refusal = None                                     # the reason the sandbox cannot run, once known
     _hidden_run = False                                 # True in the executor of a HiddenRun
+    _visible_done = None                                # in a HiddenRun's executor: set once the visible kernel is gone
 
     def handle_comm_msg(self, outputs, msg, cell_index):
         """Comm messages (widgets) from a learner's kernel are ignored: nothing of a kernel's widget state reaches
@@ -149,10 +150,11 @@ class SandboxedExecute(BudgetedExecute):
         hidden = HiddenRun(self, nb, resources, self._trials) if self._trials else None
         try:
             if hidden:
-                hidden.start()
+                hidden.start()                 # its kernel starts now; it runs nothing of the learner's yet
             nb, resources = super().preprocess(nb, resources, km)
         finally:
             if hidden:
+                hidden.visible_done.set()      # the visible kernel is shut down: the hidden one may run
                 hidden.join()
             for folder in self._connection_dirs + (hidden.connection_dirs if hidden else []):
                 shutil.rmtree(folder, ignore_errors=True)
@@ -241,6 +243,10 @@ class SandboxedExecute(BudgetedExecute):
 
     def preprocess_cell(self, cell, resources, index):
         if self._hidden_run:                  # the hidden kernel: the learner's cells, then the tests' hidden code
+            if self._visible_done is not None:
+                self._visible_done.wait()     # the visible kernel is gone before any learner code runs here
+                self._deadline = time.monotonic() + self.notebook_timeout
+                self._visible_done = None
             if cell.cell_type == "code" and cell.source.strip():
                 cell, resources = self._run_cell(cell, resources, index)
                 self._ran.add(index)
@@ -300,13 +306,23 @@ class SandboxedExecute(BudgetedExecute):
 
 class HiddenRun(threading.Thread):
     """The hidden kernel of one notebook: a fresh sandboxed kernel that runs the learner's cells, then each judged
-    test's hidden kernel code (visible and hidden observing lines), while the visible kernel runs. It keeps the
-    outputs of the tests' code for the judge, and nothing else reaches the notebook."""
+    test's hidden kernel code (visible and hidden observing lines). It keeps the outputs of the tests' code for the
+    judge, and nothing else reaches the notebook.
+
+    Its kernel starts, and imports torch, while the visible kernel runs; it runs nothing of the learner's until the
+    visible kernel has been shut down (`visible_done`). The two sandboxes share no writable file and no process, but
+    they read the same files, and what one process does to a file it only reads (a lock on it) the other can see:
+    run side by side, the learner's code in the hidden kernel could hand what it saw to the visible kernel, whose
+    values the feedback may quote. One after the other, there is nobody to hand it to."""
+
+    PRELOAD = ["--IPKernelApp.exec_lines=['import torch as _addnorm_preloaded', 'del _addnorm_preloaded']"]
 
     def __init__(self, visible: SandboxedExecute, nb, resources, trials: dict[int, Trial]):
         super().__init__(name="addnorm-hidden-kernel", daemon=True)
         self.executor = type(visible)(parent=visible.parent, config=visible.config, log=visible.log)
         self.executor.kernel_name, self.executor._hidden_run = visible.kernel_name, True
+        self.executor.extra_arguments = [*self.executor.extra_arguments, *self.PRELOAD]
+        self.visible_done = self.executor._visible_done = threading.Event()
         first_test = next(index for index, cell in enumerate(nb.cells) if is_test_cell(cell))
         self.nb = copy.deepcopy(nb)
         for index, cell in enumerate(self.nb.cells):
