@@ -28,9 +28,8 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 c.ClearSolutions.enforce_metadata = True            # a solution region outside a solution cell is an error
 c.ClearHiddenTests.begin_test_delimeter = "BEGIN HIDDEN TESTS"
 c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
-# --- autograde: first the submission is made whole (a deleted or edited test cell comes back from the gradebook; a
-# broken structure is rebuilt from the release; a file that is no notebook is "not graded": addnorm_grading.structure)
-c.Autograde.exporter_class = "addnorm_grading.structure.TolerantExporter"
+# --- autograde: first the submission is made whole (edited or deleted tests come back; a broken structure is rebuilt)
+c.Autograde.exporter_class = "addnorm_grading.structure.TolerantExporter"   # a file that is no notebook: "not graded"
 c.Autograde.sanitize_preprocessors = [
     "addnorm_grading.structure.RestoreStructure", "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.DeduplicateIds", "nbgrader.preprocessors.OverwriteKernelspec",

@@ -257,7 +257,8 @@ def problems(nb, instructor: Instructor) -> list[str]:
             grouped["marked as locked" if meta.get("locked") else "unlocked"].append(name)
         if cell["cell_type"] != mine.cell_type:
             grouped["of another cell type than the exercise's"].append(name)
-    rebuild += [f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} {what}" for what, names in changed.items()]
+    rebuild += [f"the {'cell' if len(names) == 1 else 'cells'} {', '.join(names)} {'is' if len(names) == 1 else 'are'} "
+                f"{what}" for what, names in changed.items()]
     if unnamed:
         rebuild.append(f"{_count(unnamed, 'cell')} marked as graded, an answer or locked without a name")
     if unknown:
@@ -382,7 +383,7 @@ def repair(nb, instructor: Instructor, unreadable: str | None = None, ids: list[
     if ids:
         renumber_ids(nb)
         said = _sentence(ids)
-        note = Note(True, IDS_NOTE.format(problems=said), f"{REPAIRED}: {said} (new ids given)")
+        note = Note(True, IDS_NOTE.format(problems=said), f"{REPAIRED}: {said}; they were given new ids")
         return _with_note(nb, note), note
     return nb, None
 
