@@ -28,11 +28,12 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 c.ClearSolutions.enforce_metadata = True            # a solution region outside a solution cell is an error
 c.ClearHiddenTests.begin_test_delimeter = "BEGIN HIDDEN TESTS"
 c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
-# --- autograde: first the submission is made whole (a deleted or edited test cell comes back from the gradebook)
+# --- autograde: first the submission is made whole (edited or deleted tests come back; a broken structure is rebuilt)
+c.Autograde.exporter_class = "addnorm_grading.structure.TolerantExporter"   # a file that is no notebook: "not graded"
 c.Autograde.sanitize_preprocessors = [
-    "nbgrader.preprocessors.ClearOutput", "nbgrader.preprocessors.DeduplicateIds",
-    "nbgrader.preprocessors.OverwriteKernelspec", "addnorm_grading.restore.LogEditedCells",
-    "nbgrader.preprocessors.CheckCellMetadata"]
+    "addnorm_grading.structure.RestoreStructure", "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.DeduplicateIds", "nbgrader.preprocessors.OverwriteKernelspec",
+    "addnorm_grading.restore.LogEditedCells", "nbgrader.preprocessors.CheckCellMetadata"]
 c.OverwriteCells.add_missing_cells = True
 
 # --- autograde: then it runs in the sandbox (course.toml's [sandbox] limits; guide/instructors.md, "Safe grading").
@@ -41,7 +42,8 @@ c.Autograde.autograde_preprocessors = [
     "addnorm_grading.execute.SandboxedExecute", "addnorm_grading.tracebacks.CleanTracebacks",
     "nbgrader.preprocessors.IgnorePattern", "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput", "nbgrader.preprocessors.SaveAutoGrades",
-    "nbgrader.preprocessors.AssignLatePenalties", "nbgrader.preprocessors.CheckCellMetadata"]
+    "addnorm_grading.structure.RecordStructure", "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata"]
 c.SandboxedExecute.course_file = str(course.root / "course.toml")
 c.ExecutePreprocessor.timeout = 60                  # seconds per cell; a longer one is interrupted, the rest still runs
 c.ExecutePreprocessor.interrupt_on_timeout = True

@@ -28,6 +28,8 @@ from addnorm_grading import coursework, submissions
 from addnorm_grading.course import read_course
 from addnorm_grading.exchange import refusal
 from addnorm_grading.feedback import NOTE, ClearHiddenTestsOfTests, VisibleBeforeDue
+from addnorm_grading.feedback_service.grading import NotGraded
+from addnorm_grading.feedback_service.inbound import parse
 from addnorm_grading.feedback_service.ledger import Ledger
 from addnorm_grading.feedback_service.service import FeedbackService
 from addnorm_grading.verdicts import SPLIT
@@ -176,6 +178,32 @@ def test_after_the_due_date_the_hidden_checks_join_the_feedback(service):
     assert [kind for _, kind in service.next_jobs()] == ["complete"]
     service.ledger.record(graded.name, "full feedback", "feedback: all checks")
     assert service.next_jobs() == []
+
+
+def finished(service, submission, outcome):
+    """Let the service record a grading job that ended with `outcome` (a result or an exception)."""
+    from concurrent.futures import Future
+    job = Future()
+    job.set_exception(outcome) if isinstance(outcome, Exception) else job.set_result(outcome)
+    service.running[submission.name] = (parse(submission), job, "grade")
+    service.finish_jobs()
+
+
+def test_a_submission_that_is_no_notebook_is_recorded_as_not_graded_and_counts_as_no_attempt(service):
+    folder = submit(service.inbound, ME, 3, "garbage")
+    finished(service, folder, NotGraded("the file is empty; score 0/6; feedback: all checks"))
+    (entry,) = service.ledger.entries()
+    assert (entry.outcome, entry.detail) == ("not graded", "the file is empty; score 0/6; feedback: all checks")
+    assert service.ledger.finished() == {folder.name} and service.history() == {}     # never graded again, no attempt
+
+
+def test_a_submission_whose_grading_failed_tells_its_learner(service):
+    folder = submit(service.inbound, ME, 3, "crash")
+    (folder / "submission_secret.txt").write_text("the student's secret")
+    finished(service, folder, RuntimeError("autograde failed: There was an error processing assignment"))
+    assert [e.outcome for e in service.ledger.entries()] == ["failed"]
+    (notice,) = (service.inbound.parent / "feedback").glob("*.html")
+    assert "This submission of 01_residual was not graded: the grader stopped on it" in notice.read_text()
 
 
 def test_a_folder_name_that_could_forge_a_ledger_line_is_ignored(service):

@@ -23,6 +23,7 @@ from addnorm_grading.feedback import before_due
 from addnorm_grading.exchange import copy_submission
 from addnorm_grading.feedback_service.inbound import Submission
 from addnorm_grading.feedback_service.ledger import ALL_CHECKS, VISIBLE_ONLY
+from addnorm_grading.structure import NOT_GRADED, notes
 
 PR_SET_PDEATHSIG = 1
 api: NbGraderAPI | None = None      # this worker's nbgrader, made by start_worker
@@ -71,15 +72,24 @@ def release(assignment: str, student: str) -> str:
     return VISIBLE_ONLY if visible_only else ALL_CHECKS
 
 
+class NotGraded(Exception):
+    """The submission was not graded (a file that is not a notebook): the reason and its score, for the ledger."""
+
+
 def grade(submission: Submission) -> str:
-    """Collect, autograde, release feedback; return the ledger's detail (score and feedback kind)."""
+    """Collect, autograde, release feedback; return the ledger's detail (score, feedback kind, what was repaired), or
+    raise NotGraded with the reason (its feedback, which says why, is released all the same)."""
     collect(submission)
     _check("autograde", api.autograde(submission.assignment, submission.student, force=True, create=True))
     feedback = release(submission.assignment, submission.student)
     with Gradebook(api.coursedir.db_url) as gradebook:
         graded = gradebook.find_submission(submission.assignment, submission.student)
         score, max_score = graded.score, graded.max_score
-    return f"score {score:g}/{max_score:g}; {feedback}"
+    said = notes(api.coursedir.db_url, submission.assignment, submission.student)
+    reasons = [note[len(NOT_GRADED) + 2:] for note in said if note.startswith(NOT_GRADED + ":")]
+    if reasons:
+        raise NotGraded(f"{'; '.join(reasons)}; score {score:g}/{max_score:g}; {feedback}")
+    return "; ".join([f"score {score:g}/{max_score:g}", feedback, *said])
 
 
 def complete(submission: Submission) -> str:

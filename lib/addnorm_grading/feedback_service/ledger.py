@@ -3,7 +3,9 @@
     2026-12-01T22:10:03Z<TAB><submission folder><TAB><outcome><TAB><detail>
 
 Outcomes: `grading` (started), then one final outcome: `graded` (score, and whether the feedback shows the visible
-checks only), `failed` (nbgrader could not grade it), `refused` (not the named student's own work, or past the
+checks only; what was repaired in a notebook whose structure was broken), `not graded` (a file that is not a notebook:
+the reason, and its score of zero; the learner's feedback says why; it counts as no attempt), `failed` (nbgrader
+stopped on it; the learner gets a notice), `refused` (not the named student's own work, or past the
 attempt limit), `superseded` (a newer submission came before this one was graded); and, after a due date,
 `full feedback` (the hidden checks joined a feedback that showed only the visible ones). A submission with `grading`
 and no final outcome was interrupted: it is graded again.
@@ -16,7 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-FINAL = ("graded", "failed", "refused", "superseded")
+NOT_GRADED = "not graded"
+FINAL = ("graded", NOT_GRADED, "failed", "refused", "superseded")
 VISIBLE_ONLY = "feedback: visible checks only"
 ALL_CHECKS = "feedback: all checks"
 

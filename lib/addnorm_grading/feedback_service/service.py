@@ -24,10 +24,12 @@ from addnorm_grading.feedback import due_date, utc_now
 from addnorm_grading.exchange import refusal
 from addnorm_grading.feedback_service import grading
 from addnorm_grading.feedback_service.inbound import Submission, parse, submissions
-from addnorm_grading.feedback_service.ledger import Ledger
+from addnorm_grading.feedback_service.ledger import NOT_GRADED, Ledger
 from addnorm_grading.feedback_service.notices import release_notice
 
 
+FAILED_NOTICE = ("This submission of {assignment} was not graded: the grader stopped on it, and your instructor has "
+                 "the reason in the grading log. Submit it again, or ask your instructor.")
 LIMIT_NOTICE = ("You have used all {limit} graded submissions of {assignment}, so this one was not graded. Your "
                 "grade is the one of your last graded submission; ask your instructor if you need another attempt.")
 
@@ -177,10 +179,16 @@ class FeedbackService(Application):
             del self.running[name]
             try:
                 detail = job.result()
+            except grading.NotGraded as error:   # not a notebook: its feedback says why
+                self.log.warning("%s: not graded: %s", name, error)
+                self.ledger.record(name, NOT_GRADED, str(error))
+                continue
             except Exception as error:           # one submission's failure never stops the others
                 self.log.error("%s: %s", name, error)
                 if kind == "grade":
                     self.ledger.record(name, "failed", str(error))
+                    release_notice(self.inbound.parent / "feedback", submission,
+                                   FAILED_NOTICE.format(assignment=submission.assignment))
                 continue
             self.log.info("%s: %s", name, detail)
             self.ledger.record(name, "graded" if kind == "grade" else "full feedback", detail)
