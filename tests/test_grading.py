@@ -77,6 +77,26 @@ MISTAKES = {
     "centers_input_in_place": ("02_layer_norm", [("centered = x - mean ", "centered = x.sub_(mean) ")]),
     "float64_not_cast_back": ("02_layer_norm", [(_LN_MEAN, "x = x.double()\n        mean = x.mean(dim=-1, keepdim=True)")]),
     "rms_norm_builtin": ("02_layer_norm", [(_RMS_RETURN, "return nn.functional.rms_norm(x, (self.d_model,), self.weight, self.eps)")]),
+    # ε written into forward instead of self.eps, or a wrong default behind a signature that says the right one
+    "layer_norm_eps_hard_coded": ("02_layer_norm", [("torch.sqrt(variance + self.eps)", "torch.sqrt(variance + 1e-5)")]),
+    "rms_eps_hard_coded": ("02_layer_norm", [(_RMS_RETURN, "return x / torch.sqrt(mean_square + 1e-5) * self.weight")]),
+    "rms_default_eps_behind_a_signature": ("02_layer_norm", [(
+        "def __init__(self, d_model: int, eps: float = 1e-6) -> None:",
+        "__signature__ = __import__('inspect').signature(lambda d_model, eps=1e-6: None)     # says 1e-6\n\n"
+        "    def __init__(self, d_model: int, eps: float = 1e-5) -> None:")]),
+    # γ and β detached, with a term that makes their gradients exist (and be zero)
+    "affine_detached": ("02_layer_norm", [(_LN_RETURN, (
+        "return (centered / torch.sqrt(variance + self.eps) * self.weight.detach() + self.bias.detach()\n"
+        "                + 0 * (self.weight.sum() + self.bias.sum()))"))]),
+    "rms_weight_detached": ("02_layer_norm", [(
+        _RMS_RETURN, "return x / torch.sqrt(mean_square + self.eps) * self.weight.detach() + 0 * self.weight.sum()")]),
+    # state kept from the first call
+    "layer_norm_keeps_first_statistics": ("02_layer_norm", [(_LN_RETURN, (
+        "if not hasattr(self, '_first_denominator'):\n            self._first_denominator = torch.sqrt(variance + self.eps)\n"
+        "        return centered / self._first_denominator * self.weight + self.bias"))]),
+    "rms_keeps_first_mean_square": ("02_layer_norm", [(_RMS_RETURN, (
+        "if not hasattr(self, '_first_mean_square'):\n            self._first_mean_square = mean_square\n"
+        "        return x / torch.sqrt(self._first_mean_square + self.eps) * self.weight"))]),
     # 03_encoder_stack
     "encoder_post_pre_ln_swapped": ("03_encoder_stack", [("if self.norm_first:", "if not self.norm_first:")]),
     "encoder_residual_forgotten": ("03_encoder_stack", [("x = self.norm1(x + self.dropout(attend(x)))",
@@ -256,6 +276,14 @@ MESSAGES = {
     "wraps_addnorm_layer_norm": ("test_layer_norm_values", "calls addnorm's LayerNorm"),
     "hard_coded_axis": ("test_layer_norm_values", "Take the statistics over the last axis"),
     "centers_input_in_place": ("test_layer_norm_values", "in place"),
+    "layer_norm_eps_hard_coded": ("test_layer_norm_numerics", "use the eps passed to __init__ (self.eps)"),
+    "rms_eps_hard_coded": ("test_rms_norm", "not a number written there"),
+    "rms_default_eps_behind_a_signature": ("test_rms_norm", "The default must be eps=1e-6"),
+    "affine_detached": ("test_layer_norm_affine_and_gradients", "no .detach(), no .data, no torch.no_grad()"),
+    "rms_weight_detached": ("test_rms_norm", "no .detach(), no torch.no_grad()"),
+    "layer_norm_keeps_first_statistics": ("test_layer_norm_values", "keep nothing from an earlier call"),
+    "rms_keeps_first_mean_square": ("test_rms_norm", "keep nothing from an earlier call"),
+    "float64_not_cast_back": ("test_layer_norm_values", "cast back with .to(x.dtype)"),
     "encoder_second_norm_never_applied": ("test_encoder_layer_post_ln", "the same LayerNorm"),
     "encoder_ignores_norm": ("test_encoder_stack", "ignores its norm"),
     "encoder_keeps_original_layer": ("test_encoder_independent_layers", ": more."),
