@@ -153,6 +153,14 @@ os._exit(0)
 for i in range(2_000_000):
     print("flood", i, "x" * 80)
 ''',
+    # one line of 100 MB, in pieces of 5 MB (nbgrader's LimitOutput counts lines: this is one)
+    "floods_one_line": '''
+import sys
+for i in range(20):
+    sys.stdout.write("flood" + "y" * 5_000_000)
+    sys.stdout.flush()
+print()
+''',
     # the launcher's settings (limits, the user to become): out of the kernel's sight, so a restart could not use
     # settings the kernel wrote
     "reads_sandbox_settings": '''
@@ -361,10 +369,13 @@ def test_sys_exit_is_an_error_in_its_cell_only(graded):
     assert "SystemExit" in graded_outputs(graded, "sys_exit")
 
 
-def test_output_flooding_is_cut_short(graded):
-    path = graded["course"] / "autograded" / "floods_output" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+@pytest.mark.parametrize("student", ["floods_output", "floods_one_line"])
+def test_output_flooding_is_cut_short(graded, student):
+    path = graded["course"] / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
     assert path.stat().st_size < 2_000_000
     assert "flood" in outputs_text(path)
+    if student == "floods_one_line":          # many lines are cut by LimitOutput, one long line as it arrives
+        assert "output was cut" in outputs_text(path)
 
 
 def copy_of_course(graded, course: Path, names=("nbgrader_config.py", "course.toml", "gradebook.db", "solutions",

@@ -31,7 +31,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode, default
 
-from addnorm_grading import sandbox
+from addnorm_grading import observation, sandbox
 from addnorm_grading.course import SandboxLimits, read_course
 from addnorm_grading.judge import CPU_SECONDS, Judge, JudgeError, Trial
 from addnorm_grading.verdicts import (SPLIT, is_test_cell, kernel_failure, message_from_outputs, record_split,
@@ -41,6 +41,7 @@ SANDBOX_KERNEL = "addnorm-sandbox"
 HELPERS = "test_helpers"                                  # the grade id of a notebook's locked helpers cell
 KERNELS = files("addnorm_grading") / "kernels"           # the addnorm-sandbox kernelspec, installed with the package
 UNSAFE_VARIABLE = "ADDNORM_UNSAFE_GRADING"
+OUTPUT_CHARS = 1_000_000                                  # characters of output kept per cell (observations aside)
 
 
 class BudgetedExecute(Execute):
@@ -99,6 +100,22 @@ class SandboxedExecute(BudgetedExecute):
     _refusal = None                                     # the reason the sandbox cannot run, once known
     _hidden_run = False                                 # True in the executor of a HiddenRun
     _visible_done = None                                # in a HiddenRun's executor: set once the visible kernel is gone
+
+    def output(self, outs, msg, display_id, cell_index):
+        """Keep a cell's outputs, up to OUTPUT_CHARS characters (one line of 10 MB counts as what it is: nbgrader's
+        LimitOutput counts lines); past them, one note, and the rest dropped as it arrives. Observations (bounded by
+        the judge) are kept."""
+        content = msg.get("content", {})
+        if observation.MIME in (content.get("data") or {}):
+            return super().output(outs, msg, display_id, cell_index)
+        self._output_chars = getattr(self, "_output_chars", 0) + len(str(content))
+        if self._output_chars <= OUTPUT_CHARS:
+            return super().output(outs, msg, display_id, cell_index)
+        if not getattr(self, "_output_cut", False):
+            self._output_cut = True
+            outs.append(new_output("stream", name="stderr",
+                                   text=f"[the rest of this cell's output was cut: more than {OUTPUT_CHARS:,} characters]\n"))
+        return None
 
     def handle_comm_msg(self, outputs, msg, cell_index):
         """Comm messages (widgets) from a learner's kernel are ignored: nothing of a kernel's widget state reaches
@@ -287,6 +304,7 @@ class SandboxedExecute(BudgetedExecute):
         if self._kernel_died:
             cell.outputs = [_error("KernelDied", "not run: the kernel stopped in an earlier cell")]
             return cell, resources
+        self._output_chars, self._output_cut = 0, False
         try:
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
