@@ -57,8 +57,8 @@ def _judge_gradients(x, weight, bias, gamma, beta, norm_first, upstream):
     return out.detach(), [x64.grad, probe.grad, g64.grad, b64.grad, w64.grad, c64.grad]
 
 
-JUDGE_IN_PLACE = ("Your code changed the input x in place (an in-place operation such as x += …, x.sub_(…) or x[...] = …): "
-                  "the caller's tensor is corrupted. Compute a new tensor instead (x = x + …).")
+JUDGE_IN_PLACE = ("Your code changed the input x in place (an in-place operation such as x += …, x.sub_(…) or x[...] = …): the "
+                  "caller's tensor is corrupted. Compute a new tensor instead (x = x + …).")
 JUDGE_NOT_A_TENSOR = "AddNorm must return a tensor of the input's shape (..., d_model), for any leading shape"
 JUDGE_MISTAKES = {
     False: {"swapped": "With norm_first=False your AddNorm computes x + F(LN(x)): that is Pre-LN, the two forms are "

@@ -37,7 +37,7 @@ with torch.no_grad():
                            lambda h: torch.tanh(h) * 2 + 0.5)
     judge_pre_x4_after = judge_pre_x4.clone()
     judge_pre_identity = _run("AddNorm(norm_first=True)(x, sublayer)", judge_pre_block, judge_pre_stream,
-                              lambda h: torch.zeros_like(h))
+                              torch.zeros_like)
     judge_pre_owns = len(_judge_norms(judge_pre_block, judge_pre_gamma, judge_pre_beta)) > 0
     judge_pre_trained = _run("AddNorm(norm_first=True)(x, sublayer)", judge_pre_block, judge_pre_x2,
                              _linear(judge_pre_weight, judge_pre_bias))
