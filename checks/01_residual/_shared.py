@@ -114,7 +114,7 @@ def _judge_check_connection(out, x, f, norm_first, gamma=None, beta=None, owns_n
     assert False, JUDGE_DIFFERS[norm_first]
 
 
-def _judge_check_any_form(out, x, f, norm_first, gamma, beta, owns_norm=True):
+def _judge_check_any_form(out, x, f, norm_first, gamma=None, beta=None, owns_norm=True):
     """The shapes test's check: `out` is the connection of either form (which form is the Post-LN and Pre-LN tests'
     business) with the block's LayerNorm at (γ, β); else the form asked for, its mistakes named. Returns the form
     that matched."""
