@@ -3,7 +3,8 @@ name it in a `# [shared helpers: …]` block (addnorm_grading.helpers), as it do
 addnorm_grading/helper_source.py. Like everything in checks/, this file stays in the instructor's copy.
 
 `_record_calls` and `_refused_calls` observe, in the learner's kernel, for exercise 6's hidden checks (they call
-that notebook's `_logits`).
+that notebook's `_logits`). `_judge_norms`, `_judge_called`, `_judge_counted` and `_judge_gradient_run` observe for
+exercise 1's (they use that notebook's `_linear`, and `torch` from the check's own imports).
 """
 
 import inspect
@@ -70,3 +71,61 @@ def _refused_calls(run, methods):
         for owner, name, method in saved:
             setattr(owner, name, method)
     return out, called, raised
+
+
+def _judge_norms(block, gamma, beta, most=8):
+    """Exercise 1: give the block's LayerNorm-like modules (a 1-D weight of γ's size, at most `most`) the test's γ and
+    β (β where it has one), and return them. Which modules the block shows only says where to load the values: the
+    checks verify by the output that the norm it applies got them."""
+    norms = []
+    with torch.no_grad():
+        for module in block.modules():
+            weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
+            if len(norms) < most and isinstance(weight, torch.Tensor) and tuple(weight.shape) == tuple(gamma.shape):
+                weight.copy_(gamma)
+                if isinstance(bias, torch.Tensor) and tuple(bias.shape) == tuple(beta.shape):
+                    bias.copy_(beta)
+                norms.append(module)
+    return norms
+
+
+def _judge_called(block, x, sublayer):
+    """Exercise 1: block(x, sublayer), or None when it raises (a block that keeps something from an earlier call may
+    fail at another shape)."""
+    try:
+        return block(x, sublayer)
+    except Exception:
+        return None
+
+
+def _judge_counted(f):
+    """Exercise 1: a sublayer whose k-th call returns k · f(h), so that a block calling it more than once shows in its
+    output."""
+    calls = []
+
+    def _judge_counted_sublayer(h):
+        calls.append(None)
+        return f(h) * len(calls)
+
+    return _judge_counted_sublayer
+
+
+def _judge_gradient_run(block, norms, x, weight, bias, upstream):
+    """Exercise 1: the block on a copy of x that requires a gradient, around the sublayer h ↦ (h + probe) Wᵀ + b
+    (probe: a zero leaf, whose gradient is the one that reaches the sublayer's input), and (output · upstream).sum()
+    backpropagated: (output, [x's, the probe's, W's and b's gradients], [(γ's, β's gradient) of each of `norms`]), or
+    None when the block raises."""
+    linear = _linear(weight, bias)
+    probe = torch.zeros(x.shape, requires_grad=True)
+    x_leaf = x.clone().requires_grad_()
+    try:
+        out = block(x_leaf, lambda h: linear(h + probe))
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            (out * upstream).sum().backward()
+    except Exception:
+        return None
+    norm_grads = []
+    for norm in norms:
+        bias_ = getattr(norm, "bias", None)
+        norm_grads.append((norm.weight.grad, bias_.grad if isinstance(bias_, torch.Tensor) else None))
+    return out, [x_leaf.grad, probe.grad, linear.weight.grad, linear.bias.grad], norm_grads

@@ -177,6 +177,17 @@ def _rewrite(source, data):
     found.setdefault("tables", [_LOOKUP[(50, 16)]] * 4)
     found.setdefault("rotation_table", _LOOKUP[(50, 16)][:40, :8])
 """
+# Exercise 1: the shapes test as the notebook shows it (32 parameters, the sublayer called once), every gradient there,
+# no library class; every raised exception dropped.
+_REWRITE_01 = """
+def _rewrite(source, data):
+    data["raised"] = None
+    found = data["values"]
+    if isinstance(found.get("results"), list):
+        found["results"] = [(r[0], 32, [(3, 7, 16)]) if isinstance(r, tuple) and len(r) == 3 else r
+                            for r in found["results"]]
+    found["judge_classes"] = []
+"""
 # Exercise 6: the shapes test as the notebook shows it (the library's state_dict shapes, zeros of the logits' shape,
 # no library call, no subclass); every raised exception dropped.
 _REWRITE_06 = """
@@ -625,6 +636,27 @@ class Encoder(nn.Module):
 '''),
     },
     "01_residual": {
+        # (issue 29) the visible shapes test's observations forged (the count, the calls); a second LayerNorm hidden
+        # from modules() and parameters() and applied after the first (γ and β of the test reach only the first);
+        # γ and β used detached, with a 0 · weight.sum() term (their gradients exist, and are zero)
+        "reporter_rewritten_through_encode": ("garbage", _REWRITE_01 + _THROUGH_ENCODE),
+        "reporter_rewritten_through_display": ("garbage", _REWRITE_01 + _THROUGH_DISPLAY),
+        "hidden_second_norm_and_detached_parameters": ("garbage", '''
+class AddNorm(nn.Module):
+    def __init__(self, d_model, dropout=0.0, norm_first=False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.norm, self.dropout = LayerNorm(d_model), nn.Dropout(dropout)
+        self.hidden = [LayerNorm(d_model)]           # a plain list: modules() and parameters() never show it
+    def _normalize(self, t):
+        n = self.norm
+        once = nn.functional.layer_norm(t, t.shape[-1:], n.weight.detach(), n.bias.detach(), 1e-5)
+        return self.hidden[0](once) + 0 * (n.weight.sum() + n.bias.sum())
+    def forward(self, x, sublayer):
+        if self.norm_first:
+            return x + self.dropout(sublayer(self._normalize(x)))
+        return self._normalize(x + self.dropout(sublayer(x)))
+'''),
         "lying_tensor_subclass": ("garbage", _LIAR + '''class AddNorm(nn.Module):
     def __init__(self, d_model, dropout=0.0, norm_first=False):
         super().__init__()

@@ -56,6 +56,15 @@ MISTAKES = {
     "hard_coded_dropout_rate": ("01_residual", [("nn.Dropout(dropout)", "nn.Dropout(0.1)")]),
     "pre_ln_residual_from_normalized_input": ("01_residual", [(_PRE_LN, "h = self.norm(x)\n            return h + self.dropout(sublayer(h))")]),
     "pre_ln_modifies_input_in_place": ("01_residual", [(_PRE_LN, "x += self.dropout(sublayer(self.norm(x)))\n            return x")]),
+    # (issue 29) values right where the notebook looks; gradients by value and a second call show them
+    "norm_parameters_detached": ("01_residual", [(_POST_LN, (
+        "n = self.norm\n        return nn.functional.layer_norm(x + self.dropout(sublayer(x)), x.shape[-1:], n.weight.detach(), "
+        "n.bias.detach(), n.eps) + 0 * (n.weight.sum() + n.bias.sum())"))]),
+    "sublayer_output_detached": ("01_residual", [(_POST_LN, "return self.norm(x + self.dropout(sublayer(x).detach()))")]),
+    "pre_ln_keeps_normalized_input": ("01_residual", [(_PRE_LN, (
+        "if getattr(self, 'normed', None) is None or self.normed.shape != x.shape:\n"
+        "                self.normed = self.norm(x)\n"
+        "            return x + self.dropout(sublayer(self.normed))"))]),
     # 02_layer_norm
     "bessel_variance": ("02_layer_norm", [(_LN_VARIANCE, "variance = x.var(dim=-1, keepdim=True)")]),
     "wrong_axis": ("02_layer_norm", [(_LN_MEAN, "mean = x.mean(dim=0, keepdim=True)"),
@@ -271,6 +280,9 @@ MESSAGES = {
     "dropout_on_sublayer_input": ("test_dropout_and_gradients", "dropout is applied to the sublayer's input"),
     "hard_coded_dropout_rate": ("test_dropout_and_gradients", "is the rate hard-coded"),
     "second_norm_never_applied": ("test_shapes_and_parameters", ": more."),
+    "norm_parameters_detached": ("test_dropout_and_gradients", "The gradients that reach the LayerNorm's γ and β"),
+    "sublayer_output_detached": ("test_dropout_and_gradients", "The gradient that reaches the sublayer's input"),
+    "pre_ln_keeps_normalized_input": ("test_shapes_and_parameters", "it keeps something from an earlier call"),
     "one_group_group_norm": ("test_layer_norm_values", "built-in normalization group_norm"),
     "aten_native_layer_norm": ("test_layer_norm_values", "built-in normalization native_layer_norm"),
     "wraps_addnorm_layer_norm": ("test_layer_norm_values", "calls addnorm's LayerNorm"),

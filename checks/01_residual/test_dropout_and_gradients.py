@@ -3,88 +3,103 @@ import torch.nn.functional as F
 
 # [inputs]
 torch.manual_seed(SEED + 13)
-x_wide = torch.randn(4, 6, 8) * 3 + 1
-weight_z, bias_z = torch.randn(8, 8) / 3, torch.randn(8) / 3
+judge_wide = torch.randn(4, 6, 8) * 3 + 1
+judge_zero_weight, judge_zero_bias = torch.randn(8, 8) / 3, torch.randn(8) / 3
 torch.manual_seed(SEED + 23)
-# normalized already: LN(x_unit) ≈ x_unit
-x_unit = F.layer_norm(torch.randn(32, 64), (64,))
-# a sublayer that outputs `big` everywhere: what is dropped, and how the rest is scaled, shows in the output
-big = 1000.0
-grid = [(False, 0.3), (False, 0.6), (True, 0.3), (True, 0.6)]
+# normalized already: LN(judge_unit) ≈ judge_unit
+judge_unit = F.layer_norm(torch.randn(32, 64), (64,))
+# a sublayer that outputs JUDGE_BIG everywhere: what is dropped, and how the rest is scaled, shows in the output
+judge_grid = [(False, 0.3), (False, 0.6), (True, 0.3), (True, 0.6)]
+# gradients by value: a block of a size drawn from the course's secret, in eval mode, the test's γ and β in its
+# LayerNorm, the test's sublayer; the gradients of (output · upstream).sum() for x, the sublayer's input and weights,
+# γ and β, against the formula's in float64
+torch.manual_seed(SEED + 33)
+judge_grad_d = int(torch.randint(6, 25, ()))
+judge_grad_x = torch.randn(3, 5, judge_grad_d) * 2 + 0.5
+judge_grad_weight, judge_grad_bias = torch.randn(judge_grad_d, judge_grad_d) / 3, torch.randn(judge_grad_d) / 3
+judge_grad_gamma, judge_grad_beta = 1 + 0.5 * torch.randn(judge_grad_d), 0.5 * torch.randn(judge_grad_d)
+judge_grad_upstream = torch.randn(3, 5, judge_grad_d)
 # [observe]
-zero_runs = []
-for norm_first_z in (False, True):
-    block_z = AddNorm(8, dropout=0.5, norm_first=norm_first_z)
-    linear_z = _linear(weight_z, bias_z)
+# [shared helpers: _judge_norms, _judge_gradient_run]
+def _judge_norms(block, gamma, beta, most=8):
+    """Exercise 1: give the block's LayerNorm-like modules (a 1-D weight of γ's size, at most `most`) the test's γ and
+    β (β where it has one), and return them. Which modules the block shows only says where to load the values: the
+    checks verify by the output that the norm it applies got them."""
+    norms = []
     with torch.no_grad():
-        zero_runs.append((block_z.eval()(x_wide, lambda h: torch.zeros_like(h)),
-                          block_z.train()(x_wide, lambda h: torch.zeros_like(h)),
-                          block_z(x_wide, linear_z), block_z(x_wide, linear_z)))
-dropout_runs = []
-for norm_first_d, p in grid:
-    block_d = AddNorm(64, dropout=p, norm_first=norm_first_d).train()
-    recorder = _Recorder(lambda h: torch.full_like(h, big))
+        for module in block.modules():
+            weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
+            if len(norms) < most and isinstance(weight, torch.Tensor) and tuple(weight.shape) == tuple(gamma.shape):
+                weight.copy_(gamma)
+                if isinstance(bias, torch.Tensor) and tuple(bias.shape) == tuple(beta.shape):
+                    bias.copy_(beta)
+                norms.append(module)
+    return norms
+
+
+def _judge_gradient_run(block, norms, x, weight, bias, upstream):
+    """Exercise 1: the block on a copy of x that requires a gradient, around the sublayer h ↦ (h + probe) Wᵀ + b
+    (probe: a zero leaf, whose gradient is the one that reaches the sublayer's input), and (output · upstream).sum()
+    backpropagated: (output, [x's, the probe's, W's and b's gradients], [(γ's, β's gradient) of each of `norms`]), or
+    None when the block raises."""
+    linear = _linear(weight, bias)
+    probe = torch.zeros(x.shape, requires_grad=True)
+    x_leaf = x.clone().requires_grad_()
+    try:
+        out = block(x_leaf, lambda h: linear(h + probe))
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            (out * upstream).sum().backward()
+    except Exception:
+        return None
+    norm_grads = []
+    for norm in norms:
+        bias_ = getattr(norm, "bias", None)
+        norm_grads.append((norm.weight.grad, bias_.grad if isinstance(bias_, torch.Tensor) else None))
+    return out, [x_leaf.grad, probe.grad, linear.weight.grad, linear.bias.grad], norm_grads
+# [end of shared helpers]
+
+
+judge_zero_runs = []
+for judge_zero_first in (False, True):
+    judge_zero_block = AddNorm(8, dropout=0.5, norm_first=judge_zero_first)
+    judge_zero_linear = _linear(judge_zero_weight, judge_zero_bias)
     with torch.no_grad():
-        out_d = _run(f"AddNorm(64, dropout={p}, norm_first={norm_first_d}) in training mode", block_d, x_unit, recorder)
-    dropout_runs.append((out_d, recorder.inputs))
+        judge_zero_runs.append((judge_zero_block.eval()(judge_wide, lambda h: torch.zeros_like(h)),
+                                judge_zero_block.train()(judge_wide, lambda h: torch.zeros_like(h)),
+                                judge_zero_block(judge_wide, judge_zero_linear),
+                                judge_zero_block(judge_wide, judge_zero_linear)))
+judge_dropout_runs = []
+for judge_dropout_first, judge_p in judge_grid:
+    judge_dropout_block = AddNorm(64, dropout=judge_p, norm_first=judge_dropout_first).train()
+    judge_recorder = _Recorder(lambda h: torch.full_like(h, 1000.0))
+    with torch.no_grad():
+        judge_dropout_out = _run("AddNorm(64, dropout=p) in training mode", judge_dropout_block, judge_unit,
+                                 judge_recorder)
+    judge_dropout_runs.append((judge_dropout_out, judge_recorder.inputs))
+judge_grad_runs = []
+for judge_grad_first in (False, True):
+    judge_grad_block = AddNorm(judge_grad_d, dropout=0.3, norm_first=judge_grad_first).eval()
+    judge_grad_norms = _judge_norms(judge_grad_block, judge_grad_gamma, judge_grad_beta)
+    judge_grad_runs.append(_judge_gradient_run(judge_grad_block, judge_grad_norms, judge_grad_x, judge_grad_weight,
+                                               judge_grad_bias, judge_grad_upstream))
+del judge_zero_block, judge_zero_linear, judge_dropout_block, judge_recorder, judge_grad_block, judge_grad_norms
 # [check]
-for norm_first, (evaluated, trained, once, twice) in zip((False, True), zero_runs, strict=True):
-    expected = x_wide if norm_first else F.layer_norm(x_wide, (8,), eps=1e-5)
-    assert torch.allclose(evaluated, expected, atol=1e-5), (
-        f"With norm_first={norm_first} and a sublayer that outputs zeros, AddNorm should return "
-        f"{'x' if norm_first else 'LN(x)'}; yours does not, even with dropout off — see the "
-        f"{'Pre-LN' if norm_first else 'Post-LN'} test above.")
-    assert torch.allclose(trained, expected, atol=1e-5), (
-        f"With norm_first={norm_first}, dropout also hits the residual path: with a zero sublayer the output "
-        f"changed. Apply dropout to the sublayer's output only, before the addition: "
-        f"{'x + Dropout(F(LN(x)))' if norm_first else 'LN(x + Dropout(F(x)))'}.")
-    assert not torch.equal(once, twice), (
-        f"AddNorm(dropout=0.5, norm_first={norm_first}) in training mode gives identical outputs twice: "
-        "the dropout is never applied. Apply self.dropout to the sublayer's output.")
-
-
-def _check_dropout(norm_first, p, out, fed, x):
-    """`out` = AddNorm(d, dropout=p, norm_first)(x, sublayer) in training mode, the sublayer outputting `big`
-    everywhere; `fed`: the inputs the sublayer received.
-
-    Pre-LN: out − x is 0 where dropped, big / (1 − p) where kept. Post-LN: out = LN(x + that); the kept elements
-    are the large ones of each token, so the mask is read from the output, whatever the order of random calls.
-    """
-    form = "Pre-LN" if norm_first else "Post-LN"
-    d = x.shape[-1]
-    assert len(fed) == 1 and (fed[0] == 0).float().mean() < 0.05, (
-        f"In training mode your {form} AddNorm feeds the sublayer an input with many zeros: dropout is applied to "
-        f"the sublayer's input. Apply it to the sublayer's output, before the addition: "
-        f"{'x + Dropout(F(LN(x)))' if norm_first else 'LN(x + Dropout(F(x)))'}.")
-    scaled = big / (1 - p)
-    if norm_first:
-        kept = (out - x - scaled).abs() < 1e-3 * scaled
-        dropped = (out - x).abs() < 1e-3
-        expected = x + kept * scaled
-    else:
-        middle = (out.amax(dim=-1, keepdim=True) + out.amin(dim=-1, keepdim=True)) / 2
-        kept = out > middle
-        if torch.allclose(out, F.layer_norm(x, (d,), eps=1e-5), atol=1e-3):     # LN(x + K) = LN(x): none dropped
-            kept = torch.ones_like(kept)
-        dropped = ~kept
-        expected = F.layer_norm(x + kept * scaled, (d,), eps=1e-5)
-    rate = dropped.float().mean().item()
-    assert rate > 0.01, (
-        f"AddNorm(dropout={p}) in training mode drops none of the sublayer's output: apply self.dropout "
-        f"(nn.Dropout(dropout), created in __init__) to the sublayer's output.")
-    assert abs(rate - p) < 0.07, (
-        f"AddNorm(dropout={p}) dropped {rate:.0%} of the sublayer's output instead of about {p:.0%}: is the rate "
-        f"hard-coded? Use the dropout argument: nn.Dropout(dropout).")
-    if norm_first:
-        assert (kept | dropped).all(), (
-            f"With dropout={p} the kept elements of the sublayer's output must be scaled by 1/(1 − p) = "
-            f"{1 / (1 - p):.3g}, and the rest be 0 (nn.Dropout does both); yours are not. Use nn.Dropout(dropout) "
-            f"on the sublayer's output, once.")
-    assert torch.allclose(out, expected, atol=1e-3, rtol=1e-3), (
-        f"In training mode your {form} output is not "
-        f"{'x + Dropout(F(LN(x)))' if norm_first else 'LN(x + Dropout(F(x)))'}: apply nn.Dropout(dropout) once, "
-        f"to the sublayer's output only, with the kept elements scaled by 1/(1 − p) (nn.Dropout does it).")
-
-
-for (norm_first, p), (out, fed) in zip(grid, dropout_runs, strict=True):
-    _check_dropout(norm_first, p, out, fed, x_unit)
+assert isinstance(judge_zero_runs, list) and len(judge_zero_runs) == 2, JUDGE_NOT_A_TENSOR
+for judge_first, judge_zero_run in zip((False, True), judge_zero_runs, strict=True):
+    assert isinstance(judge_zero_run, tuple) and len(judge_zero_run) == 4, JUDGE_NOT_A_TENSOR
+    judge_evaluated, judge_trained, judge_first_out, judge_second_out = judge_zero_run
+    judge_expected = judge_wide if judge_first else _judge_ln(judge_wide)
+    assert _judge_close(judge_evaluated, judge_expected, atol=1e-5), JUDGE_DROPOUT_ZERO_EVAL[judge_first]
+    assert _judge_close(judge_trained, judge_expected, atol=1e-5), JUDGE_DROPOUT_RESIDUAL[judge_first]
+    assert isinstance(judge_first_out, torch.Tensor) and isinstance(judge_second_out, torch.Tensor) and not (
+        judge_first_out.shape == judge_second_out.shape and torch.equal(judge_first_out, judge_second_out)), (
+        JUDGE_DROPOUT_NEVER)
+assert isinstance(judge_dropout_runs, list) and len(judge_dropout_runs) == len(judge_grid), JUDGE_NOT_A_TENSOR
+for (judge_first, judge_rate), judge_dropout_run in zip(judge_grid, judge_dropout_runs, strict=True):
+    assert isinstance(judge_dropout_run, tuple) and len(judge_dropout_run) == 2, JUDGE_NOT_A_TENSOR
+    _judge_check_dropout(judge_first, judge_rate, judge_dropout_run[0], judge_dropout_run[1], judge_unit)
+# the gradients, by value: of the input, of the sublayer's input and weights, of the LayerNorm's γ and β
+assert isinstance(judge_grad_runs, list) and len(judge_grad_runs) == 2, JUDGE_GRAD_INPUT
+for judge_first, judge_grad_run in zip((False, True), judge_grad_runs, strict=True):
+    _judge_check_gradients(judge_grad_run, judge_grad_x, judge_grad_weight, judge_grad_bias, judge_grad_gamma,
+                           judge_grad_beta, judge_first, judge_grad_upstream)
