@@ -170,6 +170,26 @@ found = glob.glob("/tmp/**/sandbox.json", recursive=True)
 print("CONNECTION FOLDER SEEN", bool(connection), "SETTINGS FOUND", found)
 print("ATTEMPTED")
 ''',
+    # both kernels of the notebook run this cell: each holds a read lock on one byte of a file that every sandbox
+    # reads, and looks for another's (the red team's channel from the hidden kernel to the visible one); the visible
+    # kernel's output says whether it saw one
+    "looks_for_the_other_kernels_lock": '''
+import fcntl, os, random, struct, time
+import torch
+BASE, SPAN = 7 << 40, 1 << 30
+fd = os.open(os.path.realpath(torch.__file__), os.O_RDONLY)
+mine = BASE + random.randrange(SPAN - 1)
+fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, mine)      # a read lock on one byte of a file every sandbox reads
+def foreign():
+    query = struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, BASE, SPAN, 0)
+    l_type, _, start, _, pid = struct.unpack("hhqqi4x", fcntl.fcntl(fd, fcntl.F_GETLK, query))
+    return l_type != fcntl.F_UNLCK
+seen = False
+for _ in range(30):
+    seen = seen or foreign()
+    time.sleep(0.2)
+print("FOREIGN LOCK SEEN" if seen else "NO FOREIGN LOCK")
+''',
     # not an attack: reports what the kernel computes with (the grader's environment asks for 2 threads)
     "counts_threads": '''
 import os, torch
@@ -376,6 +396,12 @@ def test_output_flooding_is_cut_short(graded, student):
     assert "flood" in outputs_text(path)
     if student == "floods_one_line":          # many lines are cut by LimitOutput, one long line as it arrives
         assert "output was cut" in outputs_text(path)
+
+
+def test_the_visible_kernel_never_meets_the_hidden_one(graded):
+    """The hidden kernel runs nothing of the learner's until the visible one is gone: no lock of it to see."""
+    outputs = graded_outputs(graded, "looks_for_the_other_kernels_lock")
+    assert "NO FOREIGN LOCK" in outputs and "FOREIGN LOCK SEEN" not in outputs, outputs[-2000:]
 
 
 def copy_of_course(graded, course: Path, names=("nbgrader_config.py", "course.toml", "gradebook.db", "solutions",
