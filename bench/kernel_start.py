@@ -35,7 +35,7 @@ PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, CAPABILITY_VERSION_3 = 24, 38, 0x20080522
 def sandboxed(command: list[str]) -> list[str]:
     """Today's sandbox around `command` (in place of ipykernel), in a throw-away connection folder."""
     settings = sandbox.Settings(read_course(ROOT / "course.toml").sandbox, hidden=())
-    connection = sandbox.prepare(Path(tempfile.mkdtemp(prefix="addnorm-bench-")), settings) / "kernel.json"
+    connection = sandbox.prepare(Path(tempfile.mkdtemp(prefix="kernel-")), settings) / "kernel.json"
     connection.write_text("{}")
     sandbox.stage_submission(Path.cwd(), connection.parent)
     if sandbox.is_root():
@@ -125,14 +125,21 @@ def zygote_prototype() -> None:
 
 
 def main() -> int:
-    os.chdir(tempfile.mkdtemp(prefix="addnorm-bench-submission-"))
+    with tempfile.TemporaryDirectory(prefix="addnorm-kernel-start-") as folder:
+        tempfile.tempdir = folder                               # every folder below is made in it, and removed
+        os.chdir(tempfile.mkdtemp(prefix="submission-"))
+        measure()
+        os.chdir(ROOT)
+    return 0
+
+
+def measure() -> None:
     print("inside today's sandbox, CPU s: nothing", inside("pass"), "| import torch, addnorm",
           inside("import torch, addnorm"), "| with ipykernel", inside("import ipykernel.kernelapp, torch, addnorm"))
     if sandbox.is_root():
         zygote_prototype()
     else:
         print("(the zygote prototype needs root: it joins namespaces that bwrap made as root)")
-    return 0
 
 
 if __name__ == "__main__":
