@@ -24,6 +24,7 @@ import pytest
 
 from addnorm_grading import coursework, sandbox, submissions
 from addnorm_grading.course import read_course
+from addnorm_grading.judge import Judge
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
@@ -33,6 +34,81 @@ pytestmark = pytest.mark.slow
 ASSIGNMENT, NOTEBOOK = "01_residual", "residual"
 CELL_TIMEOUT = 15
 SECRET_LINES = ["BEGIN HIDDEN TESTS", "torch.manual_seed(11)"]     # only in the instructor's test cells
+
+TRACE_TAG = "addnorm-trace"
+# One helper: argv = its kernel's token, its number. Prints "TRACES own=F,P,S,Q foreign=F,P,S,Q" (files, processes,
+# sockets, queues found that are of its own kernel's other helper / of anybody else), then lingers.
+TRACES_HELPER = r"""
+import ctypes, glob, os, socket, sys, time
+TAG = "addnorm-trace"
+K, me = sys.argv[1], sys.argv[2]
+name = "%s-%s-%s" % (TAG, K, me)
+places = set(["/tmp", "/dev/shm", os.getcwd(), os.path.expanduser("~")])
+for line in open("/proc/self/mounts"):
+    point, options = line.split()[1], line.split()[3]
+    if "rw" in options.split(",") and not point.startswith(("/proc", "/sys")):
+        places.add(point)
+for place in places:
+    try:
+        open(os.path.join(place, name), "w").write(K)
+    except OSError:
+        pass
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind("\0" + name)
+server.listen()
+kid = int(K[:6], 16)
+ctypes.CDLL(None).msgget((kid << 4) | int(me), 0o1666)
+def ancestors():
+    pid, seen = os.getpid(), set()
+    while pid > 0 and pid not in seen:
+        seen.add(pid)
+        try:
+            pid = int(open("/proc/%d/status" % pid).read().split("PPid:")[1].split()[0])
+        except (OSError, IndexError):
+            break
+    return seen
+def look():
+    own, foreign = [0, 0, 0, 0], [0, 0, 0, 0]
+    for place in places:
+        for path in glob.glob(os.path.join(place, TAG + "-*")):
+            if os.path.basename(path) != name:
+                (own if os.path.basename(path).startswith("%s-%s-" % (TAG, K)) else foreign)[0] += 1
+    mine = ancestors()
+    for entry in glob.glob("/proc/[0-9]*"):
+        try:
+            cmdline = open(entry + "/cmdline", "rb").read()
+        except OSError:
+            continue
+        if int(entry[6:]) not in mine and cmdline:          # a zombie has no command line
+            (own if K.encode() in cmdline else foreign)[1] += 1
+    for line in open("/proc/net/unix").read().splitlines()[1:]:
+        socket_name = line.split()[-1]
+        if socket_name.startswith("@" + TAG) and socket_name != "@" + name:
+            (own if socket_name.startswith("@%s-%s-" % (TAG, K)) else foreign)[2] += 1
+    for line in open("/proc/sysvipc/msg").read().splitlines()[1:]:
+        key = int(line.split()[0])
+        if key != (kid << 4) | int(me):
+            (own if key >> 4 == kid else foreign)[3] += 1
+    return own, foreign
+found_own, found_foreign = [0, 0, 0, 0], [0, 0, 0, 0]
+started = time.monotonic()
+while time.monotonic() - started < 8:
+    own, foreign = look()
+    found_own = [max(a, b) for a, b in zip(found_own, own)]
+    found_foreign = [max(a, b) for a, b in zip(found_foreign, foreign)]
+    time.sleep(0.5)
+print("TRACES own=%s foreign=%s" % (",".join(map(str, found_own)), ",".join(map(str, found_foreign))), flush=True)
+time.sleep(600)
+"""
+TRACES_CELL = f"""
+import secrets, subprocess, sys
+token = secrets.token_hex(4)
+helpers = [subprocess.Popen([sys.executable, "-c", {TRACES_HELPER!r}, token, str(n)], stdout=subprocess.PIPE,
+                            text=True, start_new_session=True) for n in (1, 2)]
+for helper in helpers:
+    print(helper.stdout.readline().strip())
+print("ATTEMPTED")
+""".replace("{", "{{").replace("}", "}}")      # ATTACKS are str.format templates
 
 # student -> the code of the extra cell; {course}, {port} and {drop} are filled in by the fixture
 ATTACKS = {
@@ -195,6 +271,13 @@ print("FOREIGN LOCK SEEN" if seen else "NO FOREIGN LOCK")
 import os, torch
 print("THREADS", torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"), os.environ.get("TQDM_DISABLE"))
 ''',
+    # not an attack alone: run by two students (graded one after the other), in both kernels of each notebook at
+    # once. Two helper processes per kernel each leave a trace in every channel between processes — a file in every
+    # folder they can write, an abstract socket, a System V message queue, themselves as processes that try to
+    # linger — then look for the traces of others. The helpers of one kernel must find each other (the probes
+    # work); nothing of the other kernel of the notebook, or of an earlier kernel, may be found (TRACES_HELPER).
+    "traces_a": TRACES_CELL,
+    "traces_b": TRACES_CELL,
 }
 # what the kernel's death or a cut-short cell costs: the tests after the extra cell score zero
 LOSES_ALL_POINTS = {"kills_parent", "os_exit"}
@@ -383,6 +466,39 @@ def test_each_kernel_computes_on_one_thread(graded):
     second thread per kernel), and the grader's TQDM_DISABLE reaches the kernel."""
     text = graded_outputs(graded, "counts_threads")
     assert "THREADS 1 1 1" in text, text[-3000:]
+
+
+def test_the_notebook_is_graded_with_two_kernels():
+    """The traces tests below need the hidden kernel: the attacked notebook has judged tests (addnorm_grading.judge)."""
+    judge = Judge(ROOT)
+    assert any(judge.judges(cell.source) for cell in solution().cells if cell.cell_type == "code")
+
+
+@pytest.mark.parametrize("student", ["traces_a", "traces_b"])
+def test_a_kernel_finds_nothing_of_the_other_kernel_or_of_earlier_ones(graded, student):
+    """The visible kernel (whose outputs the learner gets back) cannot receive anything from the hidden kernel that
+    ran the same cells at the same time, nor from any earlier kernel (the other traces student's, graded before):
+    no file in any folder it can write, no process it can see or signal, no abstract socket, no message queue."""
+    text = graded_outputs(graded, student)
+    traces = [line.split() for line in text.splitlines() if line.startswith("TRACES")]
+    assert len(traces) == 2, text[-3000:]          # the visible kernel's two helpers
+    for _, own, foreign in traces:
+        assert all(int(n) > 0 for n in own.removeprefix("own=").split(",")), (
+            f"the probes did not see the kernel's own other helper ({own}): they would not see another kernel")
+        assert foreign == "foreign=0,0,0,0", (
+            f"a kernel found traces (files, processes, sockets, queues) of another kernel: {foreign}")
+
+
+def test_no_process_of_a_kernel_outlives_it(graded):
+    """The traces students' helpers try to linger for ten minutes: the sandbox ends them with their kernel."""
+    left = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if TRACE_TAG.encode() in (entry / "cmdline").read_bytes():
+                left.append(entry.name)
+        except OSError:
+            pass
+    assert not left, f"processes of graded kernels are still running: {left}"
 
 
 def test_sys_exit_is_an_error_in_its_cell_only(graded):
