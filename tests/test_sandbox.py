@@ -477,7 +477,8 @@ def test_the_notebook_is_graded_with_two_kernels():
 @pytest.mark.parametrize("student", ["traces_a", "traces_b"])
 def test_a_kernel_finds_nothing_of_the_other_kernel_or_of_earlier_ones(graded, student):
     """The visible kernel (whose outputs the learner gets back) cannot receive anything from the hidden kernel that
-    ran the same cells at the same time, nor from any earlier kernel (the other traces student's, graded before):
+    runs the same cells (after it: a file lock shows it, test_the_visible_kernel_never_meets_the_hidden_one), nor
+    from any earlier kernel (the other traces student's, graded before):
     no file in any folder it can write, no process it can see or signal, no abstract socket, no message queue."""
     text = graded_outputs(graded, student)
     traces = [line.split() for line in text.splitlines() if line.startswith("TRACES")]
