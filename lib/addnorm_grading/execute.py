@@ -108,11 +108,15 @@ class SandboxedExecute(BudgetedExecute):
         content = msg.get("content", {})
         if observation.MIME in (content.get("data") or {}):
             return super().output(outs, msg, display_id, cell_index)
-        self._output_chars = getattr(self, "_output_chars", 0) + len(str(content))
+        used = getattr(self, "_output_chars", 0)
+        self._output_chars = used + len(str(content))
         if self._output_chars <= OUTPUT_CHARS:
             return super().output(outs, msg, display_id, cell_index)
         if not getattr(self, "_output_cut", False):
             self._output_cut = True
+            if msg.get("msg_type") == "stream" and used < OUTPUT_CHARS:     # the beginning of a long stream is kept
+                super().output(outs, {**msg, "content": {**content, "text": str(content.get("text", ""))[
+                    :OUTPUT_CHARS - used]}}, display_id, cell_index)
             outs.append(new_output("stream", name="stderr",
                                    text=f"[the rest of this cell's output was cut: more than {OUTPUT_CHARS:,} characters]\n"))
         return None
