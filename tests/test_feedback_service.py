@@ -320,7 +320,7 @@ def test_the_service_grades_releases_early_feedback_and_completes_it_after_the_d
 
 
 HIDDEN_ONLY_MISTAKE = [("nn.Dropout(dropout)", "nn.Dropout(0.1)")]     # a hard-coded rate: a hidden check catches it
-HIDDEN_ONLY_WORDS = "instead of about 30%"
+HIDDEN_ONLY_WORDS = "is the rate hard-coded?"
 
 
 def wait_for(found, service, timeout: float = 240):
