@@ -14,6 +14,7 @@ cheat, in turn). ADDNORM_CHEATS=all grades every cheat on every judged exercise:
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import shutil
@@ -182,8 +183,10 @@ def test_no_hidden_test_line_reaches_a_cheats_feedback(cheated, assignment, chea
         nbformat.v4.new_code_cell(outputs=c.get("outputs", [])) for c in autograded.cells if c.cell_type == "code"]))
     feedback = (course / "feedback" / cheat / assignment / notebook.replace(".ipynb", ".html")).read_text(encoding="utf-8")
     feedback = html.unescape(re.sub(r"<[^>]+>", "", feedback))    # the words, as the learner reads them
-    submitted = (course / "submitted" / cheat / assignment / notebook).read_text(encoding="utf-8")
-    whole = (course / "autograded" / cheat / assignment / notebook).read_text(encoding="utf-8")   # metadata too
+    submitted = "\n".join(cell.source for cell in nbformat.read(course / "submitted" / cheat / assignment / notebook,
+                                                                 as_version=4).cells)     # as written, not as JSON
+    whole = "\n".join(strings_in(json.loads((course / "autograded" / cheat / assignment / notebook).read_text(
+        encoding="utf-8"))))                                     # every string of the notebook, its metadata too
     for line in hidden_lines(assignment):
         if line in submitted:                  # the cheat's own code happens to hold it (`import addnorm`)
             continue
@@ -193,6 +196,17 @@ def test_no_hidden_test_line_reaches_a_cheats_feedback(cheated, assignment, chea
     for secret_text in secret_texts(course, assignment):
         for where, text in (("autograded notebook", whole), ("feedback", feedback)):
             assert secret_text not in text, f"{cheat}: the course's secret or a SEED in the {where}: {secret_text!r}"
+
+
+def strings_in(data) -> list[str]:
+    """Every string in a JSON document (keys too), as written (unescaped)."""
+    if isinstance(data, str):
+        return [data]
+    if isinstance(data, dict):
+        return [text for key, value in data.items() for text in [key, *strings_in(value)]]
+    if isinstance(data, list):
+        return [text for value in data for text in strings_in(value)]
+    return []
 
 
 def secret_texts(course: Path, assignment: str) -> list[str]:
