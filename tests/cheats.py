@@ -395,7 +395,7 @@ get_ipython().events.register("post_run_cell", _send_state)
     # the observing code as an exception's text and as the lines of its frames
     "exception_text_carries_the_source": ("garbage", '''
 import addnorm_grading.observation as _obs
-_real_observe, _real_describe = _obs.observe, _obs.describe
+_real_observe = _obs.observe
 def _telling_observe(namespace, inputs, source, names, resume_at=0):
     _obs.describe = lambda error: (_obs.RAISED, "RuntimeError", source[-290:],
                                    tuple(source[i:i + 290] for i in range(0, len(source), 290))[:8], 1)

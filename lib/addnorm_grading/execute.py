@@ -100,6 +100,7 @@ class SandboxedExecute(BudgetedExecute):
     _refusal = None                                     # the reason the sandbox cannot run, once known
     _hidden_run = False                                 # True in the executor of a HiddenRun
     _visible_done = None                                # in a HiddenRun's executor: set once the visible kernel is gone
+    _output_chars, _output_cut = 0, False               # the running cell's output so far, and whether it was cut
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep a cell's outputs, up to OUTPUT_CHARS characters (one line of 10 MB counts as what it is: nbgrader's
@@ -108,11 +109,11 @@ class SandboxedExecute(BudgetedExecute):
         content = msg.get("content", {})
         if observation.MIME in (content.get("data") or {}):
             return super().output(outs, msg, display_id, cell_index)
-        used = getattr(self, "_output_chars", 0)
+        used = self._output_chars
         self._output_chars = used + len(str(content))
         if self._output_chars <= OUTPUT_CHARS:
             return super().output(outs, msg, display_id, cell_index)
-        if not getattr(self, "_output_cut", False):
+        if not self._output_cut:
             self._output_cut = True
             if msg.get("msg_type") == "stream" and used < OUTPUT_CHARS:     # the beginning of a long stream is kept
                 super().output(outs, {**msg, "content": {**content, "text": str(content.get("text", ""))[

@@ -289,11 +289,11 @@ class Trial:
         seen = self._observed(outputs, self.names, learner_text)
         if seen.error is not None:
             return self._words(failure) if failure else HIDDEN_NO_RESULT, False
+        if seen.raised is not None and _still_to_write(seen.raised):
+            return STILL_TO_WRITE, False        # a cell still to write: said before any diagnosis of the rest
         namespace = dict(self.namespace, **seen.values)
         namespace["visible_check"] = lambda **bindings: exec(
             compile(self.visible.parts["check"], f"<{self.name}: check>", "exec"), dict(namespace, **bindings))
-        if seen.raised is not None and _still_to_write(seen.raised):
-            return STILL_TO_WRITE, False        # a cell still to write: said before any diagnosis of the rest
         diagnosis = self._diagnose(namespace)
         if diagnosis:
             return diagnosis, True
@@ -316,8 +316,6 @@ class Trial:
     def _hidden_raised(self, raised: tuple, namespace: dict) -> str:
         """An exception in the hidden kernel, told without its type, text or line: which call (the instructor's
         `_run` words, when they are the instructor's own) and the hint."""
-        if _still_to_write(raised):
-            return STILL_TO_WRITE
         helper = run_call(self.observing_lines, raised[4])
         if helper is not None:
             what, hint = (evaluate(node, namespace) for node in helper)
