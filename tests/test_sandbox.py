@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import socket
 import sqlite3
 import subprocess
@@ -79,7 +80,10 @@ def look():
             cmdline = open(entry + "/cmdline", "rb").read()
         except OSError:
             continue
-        if int(entry[6:]) not in mine and cmdline:          # a zombie has no command line
+        # a zombie has no command line; a forked kernel's sandbox holds its own waiting program (root, which the
+        # kernel cannot signal: addnorm_grading.zygote), at pid 2
+        waiting = entry == "/proc/2" and cmdline.startswith(b"cat\0") and cmdline.endswith(b"/kernel/alive\0")
+        if int(entry[6:]) not in mine and cmdline and not waiting:
             (own if K.encode() in cmdline else foreign)[1] += 1
     for line in open("/proc/net/unix").read().splitlines()[1:]:
         socket_name = line.split()[-1]
@@ -265,6 +269,19 @@ for _ in range(30):
     seen = seen or foreign()
     time.sleep(0.2)
 print("FOREIGN LOCK SEEN" if seen else "NO FOREIGN LOCK")
+''',
+    # not an attack: what a forked kernel (addnorm_grading.zygote) is, seen from inside
+    "describes_its_kernel": '''
+import os, signal, sys
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+print("FORKED", "torch" in sys.modules, "CAPS", status["CapEff"].strip(), status["CapBnd"].strip(),
+      "NNP", status["NoNewPrivs"].strip(), "UID", os.getuid(), "PPID", os.getppid())
+for pid in (1, 2):
+    try:
+        os.kill(pid, signal.SIGKILL)
+        print("SIGNALLED", pid)
+    except OSError as error:
+        print("DENIED", pid, type(error).__name__)
 ''',
     # not an attack: reports what the kernel computes with (the grader's environment asks for 2 threads)
     "counts_threads": '''
@@ -500,6 +517,18 @@ def test_no_process_of_a_kernel_outlives_it(graded):
         except OSError:
             pass
     assert not left, f"processes of graded kernels are still running: {left}"
+
+
+def test_kernels_are_forked_into_their_sandbox_with_nothing_of_roots(graded):
+    """As root, each kernel is forked from the grading process's zygote, torch already imported (the start costs
+    a fork, not an import): it has no capability at all, no_new_privs, the grader's uid, pid 1 of the sandbox as
+    its parent, and can signal neither that init nor the waiting program that keeps the sandbox (both root)."""
+    if not sandbox.is_root():
+        pytest.skip("kernels are forked only when the grader is root (addnorm_grading.zygote)")
+    text = graded_outputs(graded, "describes_its_kernel")
+    grader = pwd.getpwnam(read_course(ROOT / "course.toml").sandbox.user).pw_uid
+    assert (f"FORKED True CAPS 0000000000000000 0000000000000000 NNP 1 UID {grader} PPID 1") in text, text[-2000:]
+    assert "DENIED 1 PermissionError" in text and "DENIED 2 PermissionError" in text, text[-2000:]
 
 
 def test_sys_exit_is_an_error_in_its_cell_only(graded):

@@ -31,7 +31,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode, default
 
-from addnorm_grading import observation, sandbox
+from addnorm_grading import observation, sandbox, zygote
 from addnorm_grading.course import SandboxLimits, read_course
 from addnorm_grading.judge import CPU_SECONDS, Judge, JudgeError, Trial
 from addnorm_grading.verdicts import (SPLIT, is_test_cell, kernel_failure, message_from_outputs, record_split,
@@ -95,6 +95,9 @@ class SandboxedExecute(BudgetedExecute):
     file_size = Unicode(help='The largest file a kernel may write, e.g. "64M".').tag(config=True)
     judge_seconds = Float(CPU_SECONDS, help="CPU seconds the judge may spend on one test cell's checks (past them, "
                           "that test fails and says so; the next test is judged as usual).").tag(config=True)
+    fork_kernels = Bool(True, help="Fork each sandboxed kernel from one process of this grading process that has "
+                        "imported torch (addnorm_grading.zygote: only when grading as root), instead of starting "
+                        "a fresh interpreter for each.").tag(config=True)
     store_widget_state = Bool(False, help="Never: a kernel's widget state would write the notebook's metadata.")
 
     _refusal = None                                     # the reason the sandbox cannot run, once known
@@ -155,7 +158,16 @@ class SandboxedExecute(BudgetedExecute):
     def settings(self) -> sandbox.Settings:
         """What the sandbox launcher is told: these limits, and nbgrader's exchange hidden."""
         limits = SandboxLimits(**{limit.name: getattr(self, limit.name) for limit in fields(SandboxLimits)})
-        return sandbox.Settings(limits, hidden=(str(self.course.exchange),))
+        forked = self.fork_kernels and sandbox.is_root()
+        return sandbox.Settings(limits, hidden=(str(self.course.exchange),),
+                                zygote=str(zygote.start(self._zygote_environment(limits))) if forked else "")
+
+    @staticmethod
+    def _zygote_environment(limits: SandboxLimits) -> dict[str, str]:
+        """What the zygote's interpreter starts with: nothing of the grader's environment but what the kernels keep."""
+        kept = {name: os.environ[name] for name in sandbox.KEPT_VARIABLES if name in os.environ}
+        return {**kept, "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent",
+                "OMP_NUM_THREADS": str(limits.threads), "MKL_NUM_THREADS": str(limits.threads)}
 
     def preprocess(self, nb, resources=None, km=None):
         self._kernel_died = False

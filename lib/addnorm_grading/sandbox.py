@@ -28,9 +28,11 @@ import pwd
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from addnorm_grading import zygote
 from addnorm_grading.course import SandboxLimits, read_course
 
 SETTINGS_FILE = "sandbox.json"      # the limits and what to hide, from the grader, above the connection folder
@@ -50,11 +52,13 @@ class Settings:
 
     limits: SandboxLimits
     hidden: tuple[str, ...]        # e.g. nbgrader's exchange, which holds everyone's work
+    zygote: str = ""               # the socket of the grading process's zygote (addnorm_grading.zygote), or ""
 
     def write(self, folder: Path) -> Path:
         """Write these settings as folder/sandbox.json (JSON: data, never code); return the file."""
         path = folder / SETTINGS_FILE
-        path.write_text(json.dumps({"limits": asdict(self.limits), "hidden": list(self.hidden)}), encoding="utf-8")
+        path.write_text(json.dumps({"limits": asdict(self.limits), "hidden": list(self.hidden),
+                                    "zygote": self.zygote}), encoding="utf-8")
         return path
 
     @classmethod
@@ -63,7 +67,7 @@ class Settings:
         path = connection_file.parent.parent / SETTINGS_FILE
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(SandboxLimits(**data["limits"]), tuple(data["hidden"]))
+            return cls(SandboxLimits(**data["limits"]), tuple(data["hidden"]), str(data.get("zygote", "")))
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise SystemExit(f"the sandbox launcher needs {path}, written by the grading process "
                              f"(addnorm_grading.execute.SandboxedExecute): {error}") from None
@@ -209,6 +213,67 @@ def kernel_command(connection_file: Path, kernel_args: list[str], settings: Sett
     return ["bwrap", *bwrap_arguments(connection_file.parent, submission, settings), *prefix, "--", *inside]
 
 
+def environment(bwrap_options: list[str]) -> dict[str, str]:
+    """The variables that bwrap's options set (--setenv NAME VALUE): a kernel's whole environment."""
+    return {bwrap_options[i + 1]: bwrap_options[i + 2] for i, option in enumerate(bwrap_options)
+            if option == "--setenv"}
+
+
+def waiting_command(connection_file: Path, settings: Settings, info_fd: int) -> list[str]:
+    """As root: the sandbox of `kernel_command`, with a program that only waits in it (it reads the FIFO
+    zygote.ALIVE until the forked kernel closes it), root with no capability (the kernel, another user, can
+    neither signal nor trace it); bwrap writes its init's pid on `info_fd`."""
+    alive = str(connection_file.parent / zygote.ALIVE)
+    return ["bwrap", "--info-fd", str(info_fd), *bwrap_arguments(connection_file.parent, Path.cwd(), settings),
+            "--cap-drop", "ALL", "--", "sh", "-c", 'exec cat "$0" >/dev/null', alive]
+
+
+def forked_kernel(connection_file: Path, kernel_args: list[str], settings: Settings) -> int:
+    """Start the sandbox with its waiting program, have the zygote fork a kernel into it, and wait for the
+    sandbox's end (its exit status is this launcher's). Raises zygote.ZygoteError (the sandbox is gone then)."""
+    alive = connection_file.parent / zygote.ALIVE
+    os.mkfifo(alive)
+    os.chmod(alive, 0o602)             # read by root's waiting program, written (held open) by the kernel
+    info_read, info_write = os.pipe()
+    command = waiting_command(connection_file, settings, info_write)
+    process = subprocess.Popen(command, pass_fds=(info_write,), stdin=subprocess.DEVNULL)
+    os.close(info_write)
+    try:
+        with os.fdopen(info_read, "rb") as info:
+            init = int(json.loads(info.read() or b"{}").get("child-pid", 0))
+        if init <= 0:
+            raise zygote.ZygoteError("bwrap did not say which process is the sandbox's")
+        payload = _wait_for_program(init, ["cat", str(alive)], process)
+        limits = settings.limits
+        zygote.request_kernel(Path(settings.zygote), {
+            "payload": payload, "user": limits.user, "threads": limits.threads,
+            "limits": {"memory": _bytes(limits.memory), "processes": limits.processes,
+                       "file_size": _bytes(limits.file_size)},
+            "alive": str(alive), "cwd": str(Path.cwd()), "staged": str(connection_file.parent / STAGED),
+            "environment": environment(command), "argv": ["-f", str(connection_file), *kernel_args]})
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    return process.wait()
+
+
+def _wait_for_program(init: int, argv: list[str], process: subprocess.Popen, seconds: float = 20) -> int:
+    """The pid of the child of bwrap's init (`init`, as bwrap's info says) once it runs `argv` (its user namespace
+    and uid map are then made); raises ZygoteError if it does not come."""
+    expected = "".join(arg + "\0" for arg in argv).encode()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            for child in Path(f"/proc/{init}/task/{init}/children").read_text().split():
+                if Path(f"/proc/{child}/cmdline").read_bytes() == expected:
+                    return int(child)
+        except OSError:
+            pass
+        time.sleep(0.002)
+    raise zygote.ZygoteError(f"the sandbox's waiting program did not start (bwrap's status: {process.poll()})")
+
+
 def stage_submission(submission: Path, connection_dir: Path) -> None:
     """Copy the submission folder's files, but no notebook, next to the connection file (symlinks stay links)."""
     shutil.copytree(submission, connection_dir / STAGED, symlinks=True,
@@ -236,6 +301,12 @@ def main(argv: list[str]) -> int:
     stage_submission(Path.cwd(), connection_file.parent)
     if is_root():
         hand_connection_files_to_grader(connection_file, settings.limits.user)
+    if settings.zygote and is_root():
+        try:
+            return forked_kernel(connection_file, argv[1:], settings)
+        except zygote.ZygoteError as error:
+            print(f"addnorm-sandbox: no forked kernel ({error}); starting the kernel itself", file=sys.stderr)
+            (connection_file.parent / zygote.ALIVE).unlink(missing_ok=True)
     command = kernel_command(connection_file, argv[1:], settings)
     os.execvp(command[0], command)
     return 1                                                        # not reached

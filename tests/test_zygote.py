@@ -1,0 +1,137 @@
+"""Forked kernels (addnorm_grading.zygote): a kernel forked into its sandbox is the kernel the launcher would start,
+with nothing of root's and nothing of the zygote's but the imports; and when the zygote fails, the launcher starts
+the kernel itself. The class-sized checks (traces, limits, attacks) are tests/test_sandbox.py's, which grade with
+forked kernels as root."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+
+from addnorm_grading import sandbox, zygote
+from addnorm_grading.course import read_course
+from addnorm_grading.execute import KERNELS, SandboxedExecute
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMITS = read_course(ROOT / "course.toml").sandbox
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not sandbox.is_root() or sandbox.missing(LIMITS.user) is not None,
+                                 reason="kernels are forked only by a root grader with the sandbox")]
+
+DESCRIBE = """
+import glob, os, sys
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+print("torch" in sys.modules, status["CapEff"].strip(), status["CapBnd"].strip(), status["NoNewPrivs"].strip(),
+      os.getuid(), os.getppid(), sorted(int(p[6:]) for p in glob.glob("/proc/[0-9]*")), sorted(os.listdir(".")),
+      os.environ.get("HOME"), os.path.exists(%r))
+""" % str(ROOT / "solutions")
+
+
+def run_in_kernel(settings: sandbox.Settings, code: str, submission: Path) -> tuple[str, str]:
+    """Start a sandboxed kernel as SandboxedExecute does, run `code`; (its stdout, the launcher's stderr)."""
+    folder = Path(tempfile.mkdtemp(prefix="addnorm-kernel-"))
+    connection = sandbox.prepare(folder, settings)
+    manager = KernelManager(kernel_name="addnorm-sandbox")
+    manager.kernel_spec_manager = KernelSpecManager(kernel_dirs=[str(KERNELS)])
+    manager.transport, manager.ip = "ipc", str(connection / "ipc")
+    manager.connection_file = str(connection / "kernel.json")
+    launcher_err, outputs = folder / "launcher.err", []
+    with open(launcher_err, "w") as err:
+        manager.start_kernel(cwd=str(submission), stderr=err)
+        client = manager.client()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=60)
+            reply = client.execute_interactive(code, timeout=60, output_hook=lambda msg: outputs.append(msg))
+            assert reply["content"]["status"] == "ok", reply["content"]
+        finally:
+            client.stop_channels()
+            manager.shutdown_kernel(now=True)
+    text = "".join(msg["content"].get("text", "") for msg in outputs if msg["msg_type"] == "stream")
+    return text, launcher_err.read_text()
+
+
+@pytest.fixture()
+def submission(tmp_path):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "data.txt").write_text("the learner's file")
+    return folder
+
+
+def test_a_forked_kernel_has_torch_and_nothing_of_roots(submission):
+    socket_path = zygote.start(SandboxedExecute._zygote_environment(LIMITS))
+    settings = sandbox.Settings(LIMITS, hidden=(), zygote=str(socket_path))
+    text, _ = run_in_kernel(settings, DESCRIBE, submission)
+    grader = pwd.getpwnam(LIMITS.user).pw_uid
+    zeros = "0000000000000000"
+    assert text.split("[")[0].split() == ["True", zeros, zeros, "1", str(grader), "1"], text
+    assert "[1, 2, " in text, text                       # bwrap's init, the waiting program, the kernel (and no more)
+    assert "['data.txt'] /tmp False" in text, text      # the staged files, the sandbox's HOME, no course folder
+    assert str(socket_path.parent) not in text
+    folder = socket_path.parent
+    assert folder.stat().st_uid == 0 and folder.stat().st_mode & 0o077 == 0, "only root reaches the zygote"
+
+
+def test_a_zygote_that_refuses_costs_only_the_fork(submission, tmp_path):
+    """The launcher then starts the kernel itself, in the sandbox, and says so on its stderr."""
+    refusing = tmp_path / "refusing.socket"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(refusing))
+    server.listen()
+
+    def refuse():
+        connection, _ = server.accept()
+        with connection:
+            socket.recv_fds(connection, 1 << 16, 3)
+            connection.sendall(b"no")
+    threading.Thread(target=refuse, daemon=True).start()
+    settings = sandbox.Settings(LIMITS, hidden=(), zygote=str(refusing))
+    text, launcher = run_in_kernel(settings, DESCRIBE, submission)
+    assert "no forked kernel" in launcher and "could not start the kernel: no" in launcher, launcher
+    assert text.startswith("False "), text               # a fresh interpreter: no torch before the learner's import
+    assert "['data.txt'] /tmp False" in text, text
+    server.close()
+
+
+def test_the_zygote_takes_requests_from_root_only():
+    """Even where the grader user could reach its socket (never, in grading: the socket is root's, 0600, in a
+    folder that is root's, 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="addnorm-open-zygote-"))
+    os.chmod(folder, 0o777)
+    path = folder / "socket"
+    process = subprocess.Popen([sys.executable, "-P", "-m", "addnorm_grading.zygote", str(path)], cwd="/",
+                               env=SandboxedExecute._zygote_environment(LIMITS))
+    try:
+        for _ in range(1200):                    # the zygote imports torch before it listens
+            if path.exists():
+                break
+            time.sleep(0.05)
+        os.chmod(path, 0o666)
+        ask = ("import json, socket, time\n"
+               "s = socket.socket(socket.AF_UNIX)\n"
+               "for _ in range(600):\n"
+               "    try:\n        s.connect(%r); break\n"
+               "    except OSError:\n        time.sleep(0.05)\n"
+               "socket.send_fds(s, [json.dumps({'payload': 1}).encode()], [0, 1, 2]); s.shutdown(socket.SHUT_WR)\n"
+               "print(s.recv(4096).decode())\n" % str(path))
+        run = subprocess.run(["setpriv", f"--reuid={LIMITS.user}", f"--regid={LIMITS.user}", "--clear-groups",
+                              sys.executable, "-c", ask], capture_output=True, text=True, timeout=120)
+        assert "from root only" in run.stdout, run.stdout + run.stderr
+    finally:
+        process.kill()
+        process.wait()
+        shutil.rmtree(folder, ignore_errors=True)
