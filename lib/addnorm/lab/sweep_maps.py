@@ -50,11 +50,15 @@ def code_sha256(root: Path) -> str:
 
 
 def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo on Linux)."""
+    """The CPU's model name with its family, model and stepping (from /proc/cpuinfo on Linux): a virtual machine's
+    name alone ("AMD EPYC") is shared by processors whose arithmetic differs in the last bits."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        info = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
+                    if ":" in line)
+        info = {key.strip(): value.strip() for key, value in info.items()}
+        if "model name" in info:
+            return (f"{info['model name']} (family {info.get('cpu family', '?')}, model {info.get('model', '?')}, "
+                    f"stepping {info.get('stepping', '?')})")
     except OSError:
         pass
     return platform.processor()
