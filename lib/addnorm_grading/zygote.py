@@ -76,11 +76,13 @@ def start(environment: dict[str, str]) -> Path:
                                cwd="/", env=environment, stdin=subprocess.DEVNULL, close_fds=True,
                                start_new_session=True)
     _started = process, path
-    atexit.register(_stop, process, folder)
+    atexit.register(_stop, process, folder, os.getpid())
     return path
 
 
-def _stop(process: subprocess.Popen, folder: Path) -> None:
+def _stop(process: subprocess.Popen, folder: Path, starter: int) -> None:
+    if os.getpid() != starter:                  # a forked copy of the grading process leaves its zygote alone
+        return
     process.kill()
     process.wait()
     shutil.rmtree(folder, ignore_errors=True)
