@@ -259,8 +259,8 @@ def forked_kernel(connection_file: Path, kernel_args: list[str], settings: Setti
 
 
 def _wait_for_program(init: int, argv: list[str], process: subprocess.Popen, seconds: float = 20) -> int:
-    """The pid of the child of bwrap's init (`init`, as bwrap's info says) once it runs `argv` (its user namespace
-    and uid map are then made); raises ZygoteError if it does not come."""
+    """The pid of the child of bwrap's init (`init`, as bwrap's info says) once it runs `argv` (its namespaces are
+    then all made); raises ZygoteError if it does not come."""
     expected = "".join(arg + "\0" for arg in argv).encode()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and process.poll() is None:

@@ -6,9 +6,9 @@ bench/kernel_start.py, bench/README.md). The isolation stays the operating syste
 (`addnorm_grading.sandbox`) starts bubblewrap exactly as for a kernel of its own, but the sandbox's program only
 waits (it reads a FIFO, `ALIVE`, in the connection folder); the launcher then asks the zygote, over a Unix socket
 in a folder no kernel sees, to put a kernel into that sandbox. The zygote forks a child that does what `nsenter`
-does — it joins the waiting program's namespaces (cgroup, IPC, UTS, network, PID, mount, then its user namespace)
-— becomes the grader user, drops every capability, sets no_new_privs and the sandbox's limits, and forks the
-kernel: ipykernel, started in-process on the imports it already has.
+does — it joins the waiting program's namespaces (cgroup, IPC, UTS, network, PID, mount) and becomes the grader
+user; the kernel it forks makes a user namespace of its own, drops every capability, sets no_new_privs and the
+sandbox's limits, and runs ipykernel in-process on the imports it already has.
 
 What a forked kernel has, compared with a kernel started by the launcher: the same namespaces, mounts, user,
 limits, environment, working directory and staged files; the same PID namespace (its own /proc lists only the
