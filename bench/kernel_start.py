@@ -3,21 +3,16 @@
 Measures, in CPU seconds (user+sys: the machine is shared, wall time means little; see bench/README.md):
 1. inside today's sandbox (`addnorm_grading.sandbox.kernel_command`, the kernel replaced by a timed command):
    bwrap and the launchers alone, `import torch, addnorm`, and that with ipykernel's;
-2. as root only, a prototype of a per-grading-process zygote, NOT used by grading: this process imports torch, then
-   a forked child joins the namespaces bwrap made for a sandbox (as nsenter does), becomes the grader user, drops
-   every capability, and runs torch in there; it prints what the child sees (its PID namespace's processes, its
-   capabilities) and what the fork and the join cost.
+2. as root only, kernels started as grading starts them (the addnorm-sandbox kernelspec): forked from a zygote
+   (`addnorm_grading.zygote`, which replaced this file's prototype of it) and each a fresh interpreter, in wall
+   seconds to the last kernel's answer, and what a kernel sees (uid, capabilities, processes, the course folder).
 
     .venv/bin/python bench/kernel_start.py
 """
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import os
-import pwd
-import resource
 import subprocess
 import sys
 import tempfile
@@ -28,8 +23,7 @@ from addnorm_grading import sandbox
 from addnorm_grading.course import read_course
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMESPACES = ("cgroup", "ipc", "uts", "net", "pid", "mnt")     # bwrap's (owned by the grader's user namespace)
-PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, CAPABILITY_VERSION_3 = 24, 38, 0x20080522
+KERNELS_PER_RUN = 4
 
 
 def sandboxed(command: list[str]) -> list[str]:
@@ -52,76 +46,48 @@ def inside(code: str) -> str:
     return f"{float(user) + float(system):.2f}"
 
 
-class _Header(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+def started_kernels(count: int, forked: bool) -> float:
+    """Start `count` kernels through the addnorm-sandbox kernelspec, as grading does (forked from a zygote, or each
+    a fresh interpreter), wait until each answers, print what the first one sees; the wall seconds to the last."""
+    from jupyter_client import KernelManager
+    from jupyter_client.kernelspec import KernelSpecManager
 
+    from addnorm_grading import zygote
+    from addnorm_grading.execute import KERNELS, SandboxedExecute
 
-class _Data(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def forked_into(payload_pid: int, user: str) -> None:
-    """In a forked child: join the sandbox of `payload_pid`, become `user` with no capability, report, exit."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def ok(result: int, what: str) -> None:
-        if result != 0:
-            raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
-
-    files = {name: os.open(f"/proc/{payload_pid}/ns/{name}", os.O_RDONLY) for name in (*NAMESPACES, "user")}
-    for name in NAMESPACES:                                    # as root: these belong to the initial user namespace
-        ok(libc.setns(files[name], 0), f"setns {name}")
-    account = pwd.getpwnam(user)
-    os.setgroups([])                                           # before the user namespace, where setgroups is denied
-    os.setresgid(account.pw_gid, account.pw_gid, account.pw_gid)
-    os.setresuid(account.pw_uid, account.pw_uid, account.pw_uid)    # root's capabilities are gone here
-    ok(libc.setns(files["user"], 0), "setns user")             # as its owner; this grants every capability in it...
-    for capability in range(64):
-        libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)
-    ok(libc.capset(ctypes.byref(_Header(CAPABILITY_VERSION_3, 0)), (_Data * 2)()), "capset")   # ...dropped here
-    ok(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    os.environ.clear()
-    child = os.fork()                                          # the PID namespace applies to children
-    if child == 0:
-        import torch
-        status = [line.split()[0] + line.split()[1][-4:] for line in open("/proc/self/status")
-                  if line.startswith(("CapEff", "CapBnd", "NoNewPrivs"))]
-        print(f"  the forked kernel: pid {os.getpid()} in the sandbox, uid {os.getuid()}, {' '.join(status)}, sees "
-              f"processes {sorted(int(p[6:]) for p in glob.glob('/proc/[0-9]*'))}, the course folder: "
-              f"{os.path.exists(ROOT / 'solutions')}, torch: {float(torch.ones(2, 2).sum())}", flush=True)
-        os._exit(0)
-    os.waitpid(child, 0)
-    os._exit(0)
-
-
-def zygote_prototype() -> None:
-    """Fork a torch-loaded child into a running sandbox; print what it cost and what the child saw."""
-    marker = f"61.{os.getpid()}"                                # a sleep that names this run
-    launcher = subprocess.Popen(sandboxed(["sleep", marker]))
+    limits = read_course(ROOT / "course.toml").sandbox
+    socket_path = str(zygote.start(SandboxedExecute._zygote_environment(limits))) if forked else ""
+    settings = sandbox.Settings(limits, hidden=(), zygote=socket_path)
+    started, running = time.monotonic(), []
     try:
-        started = time.monotonic()
-        payload = None
-        while payload is None and time.monotonic() - started < 30:
-            time.sleep(0.2)
-            payload = next((int(p.split("/")[2]) for p in glob.glob("/proc/[0-9]*/cmdline")
-                            if Path(p).read_bytes() == f"sleep\0{marker}\0".encode()), None)
-        before = time.process_time()
-        import torch  # noqa: F401  (the zygote's import)
-        import ipykernel.kernelapp  # noqa: F401
-        print(f"the zygote's import of torch and ipykernel: {time.process_time() - before:.2f} CPU s")
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        parent = time.process_time()
-        pid = os.fork()
-        if pid == 0:
-            forked_into(payload, read_course(ROOT / "course.toml").sandbox.user)
-        os.waitpid(pid, 0)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        print(f"fork + join + drop + a torch sum in the child: "
-              f"{after.ru_utime - children.ru_utime + after.ru_stime - children.ru_stime:.3f} CPU s in the children, "
-              f"{time.process_time() - parent:.3f} s in the zygote")
+        for number in range(count):
+            folder = sandbox.prepare(Path(tempfile.mkdtemp(prefix="kernel-")), settings)
+            manager = KernelManager(kernel_name="addnorm-sandbox", transport="ipc", ip=str(folder / "ipc"),
+                                    connection_file=str(folder / "kernel.json"))
+            manager.kernel_spec_manager = KernelSpecManager(kernel_dirs=[str(KERNELS)])
+            manager.start_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            client = manager.client()
+            client.start_channels()
+            client.wait_for_ready(timeout=120)
+            running.append((manager, client))
+            if number == 0:
+                print("  the first kernel sees:", what_it_sees(client))
+        return time.monotonic() - started
     finally:
-        launcher.kill()
-        launcher.wait()
+        for manager, client in running:
+            client.stop_channels()
+            manager.shutdown_kernel(now=True)
+
+
+def what_it_sees(client) -> str:
+    """Its uid, capabilities, no_new_privs, processes, whether the course folder exists, torch's thread count."""
+    code = ("import glob, os, torch; print(os.getuid(), [l.split()[0] + l.split()[1][-4:] for l in open('/proc/self/status')"
+            " if l.startswith(('CapEff', 'CapBnd', 'NoNewPrivs'))], sorted(int(p[6:]) for p in glob.glob('/proc/[0-9]*')),"
+            f" os.path.exists({str(ROOT / 'solutions')!r}), torch.get_num_threads())")
+    printed: list[str] = []
+    reply = client.execute_interactive(code, timeout=60,
+                                       output_hook=lambda message: printed.append(message["content"].get("text", "")))
+    return "".join(printed).strip() or str(reply["content"])
 
 
 def main() -> int:
@@ -136,10 +102,13 @@ def main() -> int:
 def measure() -> None:
     print("inside today's sandbox, CPU s: nothing", inside("pass"), "| import torch, addnorm",
           inside("import torch, addnorm"), "| with ipykernel", inside("import ipykernel.kernelapp, torch, addnorm"))
-    if sandbox.is_root():
-        zygote_prototype()
-    else:
-        print("(the zygote prototype needs root: it joins namespaces that bwrap made as root)")
+    if not sandbox.is_root():
+        print("(forked kernels need root: the zygote joins namespaces that bwrap made as root)")
+        return
+    for forked in (True, False):
+        seconds = started_kernels(KERNELS_PER_RUN, forked)
+        print(f"{KERNELS_PER_RUN} kernels {'forked from the zygote' if forked else 'each a fresh interpreter'}: "
+              f"{seconds:.1f} s wall to the last one's answer" + (" (the zygote's own start included)" if forked else ""))
 
 
 if __name__ == "__main__":

@@ -198,14 +198,19 @@ def _bytes(size: str) -> int:
     return int(size[:-1]) * units[size[-1].upper()] if size[-1].upper() in units else int(size)
 
 
+def resource_limits(limits: SandboxLimits) -> dict[str, int]:
+    """The kernel's resource limits, each by its name in prlimit's options and in setrlimit's RLIMIT_<NAME>: one
+    table for both ways of starting a kernel (prlimit in `kernel_command`, setrlimit in a forked kernel)."""
+    return {"as": _bytes(limits.memory), "nproc": limits.processes, "fsize": _bytes(limits.file_size), "core": 0}
+
+
 def kernel_command(connection_file: Path, kernel_args: list[str], settings: Settings) -> list[str]:
     """The whole command: [become the grader user] bwrap ... [own user namespace] prlimit ... copy + ipykernel."""
     submission, limits = Path.cwd(), settings.limits
     inside = []
     if is_root():       # bwrap ran as root to set up the mounts; the kernel drops to limits.user in its own userns
         inside += _user_prefix(limits.user) + ["unshare", "--user", "--map-current-user", "--"]
-    inside += ["prlimit", f"--as={_bytes(limits.memory)}", f"--nproc={limits.processes}",
-               f"--fsize={_bytes(limits.file_size)}", "--core=0", "--"]
+    inside += ["prlimit", *(f"--{name}={value}" for name, value in resource_limits(limits).items()), "--"]
     # copy the submission's files into the writable scratch folder, then become the kernel
     inside += ["sh", "-c", 'cp -R "$0"/. . 2>/dev/null; exec "$@"', str(connection_file.parent / STAGED),
                sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file), *kernel_args]
@@ -247,8 +252,7 @@ def forked_kernel(connection_file: Path, kernel_args: list[str], settings: Setti
         limits = settings.limits
         zygote.request_kernel(Path(settings.zygote), {
             "payload": payload, "user": limits.user, "threads": limits.threads,
-            "limits": {"memory": _bytes(limits.memory), "processes": limits.processes,
-                       "file_size": _bytes(limits.file_size)},
+            "limits": resource_limits(limits),
             "alive": str(alive), "cwd": str(Path.cwd()), "staged": str(connection_file.parent / STAGED),
             "environment": environment(command), "argv": ["-f", str(connection_file), *kernel_args]})
     except BaseException:

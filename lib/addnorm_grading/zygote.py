@@ -299,10 +299,8 @@ def _be_kernel(request: dict, descriptors: list[int], alive: int, report: int) -
         os.close(report)
         os.setsid()
         _own_user_namespace(os.getuid(), os.getgid())
-        limits = request["limits"]
-        for limit, value in ((resource.RLIMIT_AS, limits["memory"]), (resource.RLIMIT_NPROC, limits["processes"]),
-                             (resource.RLIMIT_FSIZE, limits["file_size"]), (resource.RLIMIT_CORE, 0)):
-            resource.setrlimit(limit, (value, value))
+        for name, value in request["limits"].items():               # sandbox.resource_limits: as, nproc, ...
+            resource.setrlimit(getattr(resource, f"RLIMIT_{name.upper()}"), (value, value))
         for target, descriptor in enumerate(descriptors):
             os.dup2(descriptor, target)
         os.dup2(alive, 3)
