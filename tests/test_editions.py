@@ -140,6 +140,16 @@ def test_a_translation_that_drops_a_term_or_its_markup_is_named(tmp_path: Path) 
     assert "uses 'sublayer' but not its name 子层" in problems
 
 
+def test_emphasis_that_renders_as_asterisks_is_named(tmp_path: Path) -> None:
+    po = tmp_path / "page.po"
+    po.write_text('msgid ""\nmsgstr ""\n\n'
+                  'msgid "**The answer.** It is zero."\nmsgstr "**答案。**它是零。"\n\n'
+                  'msgid "**Takeaways.** Two."\nmsgstr "**要点**。两条。"\n', encoding="utf-8")
+    problems = catalogs.translation_problems(po, GLOSSARY)
+    assert problems == [f"{po}: '**The answer.** It is zero.': emphasis shows as asterisks (after 。 or ）a "
+                        "closing ** needs a space or punctuation next: put the punctuation outside the **)"]
+
+
 def test_term_forms_and_mentions() -> None:
     assert terms.forms("仅解码器（纯解码器）架构") == ("仅解码器", "仅解码器架构", "纯解码器")
     memory = next(term for term in GLOSSARY if term.english == "memory")

@@ -1,5 +1,6 @@
 """What a translation catalog still owes its source: messages with no current translation, translations that drop
-a piece of markup, and translations that do not use a glossary term's Chinese name.
+a piece of markup or whose emphasis shows as asterisks, and translations that do not use a glossary term's Chinese
+name.
 
 A catalog is Sphinx's: one `.pot` per page extracted by the gettext builder (the source messages), one `.po` per page
 under locales/zh_Hans/LC_MESSAGES (sphinx-intl keeps it: `make translations`). Each problem names the page's
@@ -11,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from babel.messages import pofile
+from markdown_it import MarkdownIt
 
 from addnorm_editions.terms import Term, mentions
 
@@ -73,6 +75,14 @@ def markup(text: str) -> Counter:
     return kept
 
 
+def literal_double_asterisks(text: str) -> int:
+    """How many `**` a message shows as text once rendered (a lone `*`, as in f*, may be meant). CommonMark closes `**` only after a letter, or before a
+    space or punctuation: `**要点。**正文` shows its asterisks (write `**要点**。正文`)."""
+    tokens = MarkdownIt().parseInline(text)
+    return sum(child.content.count("**") for token in tokens for child in token.children or []
+               if child.type == "text")
+
+
 def prose(text: str) -> str:
     """The words of a message: roles (but a reference's shown words), inline code, math, links' targets and HTML
     tags removed."""
@@ -114,6 +124,9 @@ def translation_problems(po: Path, terms: list[Term], script: str = "hans") -> l
         lost, added = markup(entry.id) - markup(entry.string), markup(entry.string) - markup(entry.id)
         if lost or added:
             problems.append(f"{where}: markup changed (lost {sorted(lost)}, added {sorted(added)})")
+        if literal_double_asterisks(entry.string) > literal_double_asterisks(entry.id):
+            problems.append(f"{where}: emphasis shows as asterisks (a closing ** after 。 or ）needs no letter "
+                            "right after it: put the punctuation outside)")
         english = TITLE.sub(" ", prose(entry.id))
         if entry.string == entry.id:      # kept as it is: a name, a citation, a formula, a glossary entry's term
             words = re.findall(r"(?<![\\\w])[A-Za-z]{2,}", english)      # LaTeX commands are not words
