@@ -146,8 +146,8 @@ def test_emphasis_that_renders_as_asterisks_is_named(tmp_path: Path) -> None:
                   'msgid "**The answer.** It is zero."\nmsgstr "**答案。**它是零。"\n\n'
                   'msgid "**Takeaways.** Two."\nmsgstr "**要点**。两条。"\n', encoding="utf-8")
     problems = catalogs.translation_problems(po, GLOSSARY)
-    assert problems == [f"{po}: '**The answer.** It is zero.': emphasis shows as asterisks (after 。 or ）a "
-                        "closing ** needs a space or punctuation next: put the punctuation outside the **)"]
+    assert problems == [f"{po}: '**The answer.** It is zero.': emphasis shows as asterisks (after 。 or ）a closing "
+                        "** needs a space or punctuation next: put the punctuation outside the **)"]
 
 
 def test_term_forms_and_mentions() -> None:

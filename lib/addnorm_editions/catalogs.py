@@ -125,8 +125,8 @@ def translation_problems(po: Path, terms: list[Term], script: str = "hans") -> l
         if lost or added:
             problems.append(f"{where}: markup changed (lost {sorted(lost)}, added {sorted(added)})")
         if literal_double_asterisks(entry.string) > literal_double_asterisks(entry.id):
-            problems.append(f"{where}: emphasis shows as asterisks (a closing ** after 。 or ）needs no letter "
-                            "right after it: put the punctuation outside)")
+            problems.append(f"{where}: emphasis shows as asterisks (after 。 or ）a closing ** needs a space or "
+                            "punctuation next: put the punctuation outside the **)")
         english = TITLE.sub(" ", prose(entry.id))
         if entry.string == entry.id:      # kept as it is: a name, a citation, a formula, a glossary entry's term
             words = re.findall(r"(?<![\\\w])[A-Za-z]{2,}", english)      # LaTeX commands are not words
