@@ -81,8 +81,9 @@ def started_kernels(count: int, forked: bool) -> float:
 
 def what_it_sees(client) -> str:
     """Its uid, capabilities, no_new_privs, processes, whether the course folder exists, torch's thread count."""
-    code = ("import glob, os, torch; print(os.getuid(), [l.split()[0] + l.split()[1][-4:] for l in open('/proc/self/status')"
-            " if l.startswith(('CapEff', 'CapBnd', 'NoNewPrivs'))], sorted(int(p[6:]) for p in glob.glob('/proc/[0-9]*')),"
+    code = ("import glob, os, torch; print(os.getuid(), [l.split()[0] + l.split()[1][-4:]"
+            " for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapBnd', 'NoNewPrivs'))],"
+            " sorted(int(p[6:]) for p in glob.glob('/proc/[0-9]*')),"
             f" os.path.exists({str(ROOT / 'solutions')!r}), torch.get_num_threads())")
     printed: list[str] = []
     reply = client.execute_interactive(code, timeout=60,
@@ -107,8 +108,8 @@ def measure() -> None:
         return
     for forked in (True, False):
         seconds = started_kernels(KERNELS_PER_RUN, forked)
-        print(f"{KERNELS_PER_RUN} kernels {'forked from the zygote' if forked else 'each a fresh interpreter'}: "
-              f"{seconds:.1f} s wall to the last one's answer" + (" (the zygote's own start included)" if forked else ""))
+        how = "forked from the zygote (its own start included)" if forked else "each a fresh interpreter"
+        print(f"{KERNELS_PER_RUN} kernels {how}: {seconds:.1f} s wall to the last one's answer")
 
 
 if __name__ == "__main__":

@@ -135,6 +135,8 @@ def test_a_file_that_no_longer_matches_the_code_fails_the_rerun_check():
     sweep.cell(*cell)["accuracy"] = -1.0           # as if the file had been made by other code
     with pytest.raises(AssertionError, match="make sweep"):
         sweep_maps.rerun_against_file(sweep, [cell], threshold=0.9)
+    (now, stored), = sweep_maps.rerun_at_the_edge(sweep, [cell], threshold=0.9).values()   # shown, not asserted
+    assert stored == -1.0 and now >= 0.9
 
 
 # ---- the budget study (addnorm.lab.budget, `make budget`): one long run measured at several budgets ------------

@@ -26,6 +26,7 @@ KEPT_WORDS = 4            # a message of at most this many English words may be 
 CITATION = re.compile(r"\b(?:19|20)\d\d[a-z]?\b")   # a reference keeps its authors, title and year
 TITLE = re.compile(r"\b(?:19|20)\d\d[a-z]?,\s*\*[^*]+\*")   # "Xiong et al. 2020, *On Layer Normalization…*"
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+MARKDOWN = MarkdownIt()                                 # CommonMark, as MyST parses a message's inline text
 
 
 def read_catalog(path: Path):
@@ -76,9 +77,10 @@ def markup(text: str) -> Counter:
 
 
 def literal_double_asterisks(text: str) -> int:
-    """How many `**` a message shows as text once rendered (a lone `*`, as in f*, may be meant). CommonMark closes `**` only after a letter, or before a
-    space or punctuation: `**要点。**正文` shows its asterisks (write `**要点**。正文`)."""
-    tokens = MarkdownIt().parseInline(text)
+    """How many `**` a message shows as text once rendered (a lone `*`, as in f*, may be meant). CommonMark closes
+    `**` only after a letter, or before a space or punctuation: `**要点。**正文` shows its asterisks (write
+    `**要点**。正文`)."""
+    tokens = MARKDOWN.parseInline(text)
     return sum(child.content.count("**") for token in tokens for child in token.children or []
                if child.type == "text")
 
