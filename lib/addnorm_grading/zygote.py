@@ -149,10 +149,10 @@ def serve(socket_path: Path) -> None:
 def _serve_one(connection: socket.socket, listener: socket.socket) -> str:
     """Read one request (from root only), fork its kernel's set-up; 'started' once the kernel runs, else why not."""
     uid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
-    if uid != 0:
-        return f"requests are taken from root only (this one is from uid {uid})"
-    message, descriptors, _, _ = socket.recv_fds(connection, REQUEST_BYTES, 3)
-    try:
+    message, descriptors, _, _ = socket.recv_fds(connection, REQUEST_BYTES, 3)   # read before any answer: a socket
+    try:                                                     # closed on unread bytes resets, and the answer is lost
+        if uid != 0:
+            return f"requests are taken from root only (this one is from uid {uid})"
         request = json.loads(message)
         if len(descriptors) != 3:
             return f"expected 3 descriptors (standard input, output, error), got {len(descriptors)}"
