@@ -126,6 +126,28 @@ def test_a_missing_malformed_or_oversized_observation_is_a_failed_test(judge, ou
     assert result.hidden == HIDDEN_NO_RESULT               # of the hidden kernel, not a word of what it sent
 
 
+def test_an_observation_that_would_inflate_is_refused_before_it_is_loaded():
+    """torch.save's archive, its files compressed: 1 GB of zeros in about a megabyte. torch.load would inflate it
+    in one C call that no time limit interrupts; the judge refuses it unread, from the archive's directory."""
+    import base64
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    torch.save({"values": {"out": torch.zeros(4)}, "raised": None}, buffer)
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as plain, \
+            zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as packed:
+        for entry in plain.infolist():
+            data = plain.read(entry)
+            packed.writestr(entry.filename, data + bytes(1 << 30) if entry.filename.endswith("data/0") else data)
+    text = base64.b64encode(bomb.getvalue()).decode("ascii")
+    assert len(text) < observation.MAX_BYTES                  # it passes the size check of the text
+    with pytest.raises(ObservationError, match="compressed"):
+        observation.decode(text)
+    assert observation.decode(observation.encode({"out": torch.ones(3)}))["out"].tolist() == [1.0, 1.0, 1.0]
+
+
 def test_two_observations_are_refused():
     payload = {"output_type": "display_data",
                "data": {MIME: {"observation": observation.encode({"values": {}, "raised": None})}}}
@@ -393,3 +415,45 @@ def test_an_observation_over_the_judges_limits_fails_that_test(judge, values, sa
     payload = _payload({"values": values, "raised": None})
     result = trial.verdicts(payload, payload, "")
     assert says in result.visible and result.hidden == HIDDEN_NO_RESULT
+
+
+def _display_message(data: dict) -> dict:
+    return {"msg_type": "display_data", "header": {"msg_type": "display_data"}, "parent_header": {},
+            "content": {"data": data, "metadata": {}, "transient": {}}}
+
+
+def _kept_observations(outputs) -> list[int]:
+    """The sizes of the observations among `outputs` that the judge would read (stand-ins count as 0)."""
+    return [len(o["data"][MIME].get("observation", "")) for o in outputs
+            if o.get("output_type") == "display_data" and MIME in o.get("data", {})]
+
+
+def test_an_observing_cell_keeps_one_observation_no_larger_than_the_judge_reads():
+    """A learner's kernel can display observation messages of any size, as many as it likes, from any cell: only
+    the first of an observing cell is kept whole; the rest take no memory, and the judge refuses the cell."""
+    from traitlets.config import Config
+
+    from addnorm_grading.execute import OUTPUT_CHARS, SandboxedExecute
+
+    executor = SandboxedExecute(config=Config())
+    executor.reset_execution_trackers()                 # as nbclient does before it runs a notebook, and a cell
+    executor.clear_before_next_output = False
+    executor._observing_cells = frozenset({3})
+    small, large = "A" * 1000, "B" * (observation.MAX_BYTES + 1)
+
+    def run(index: int, texts: list[str]) -> list:
+        outputs = []
+        executor._output_chars, executor._output_cut = 0, False
+        executor._observing, executor._observed = index in executor._observing_cells, False
+        for text in texts:
+            executor.output(outputs, _display_message({MIME: {"observation": text}}), None, index)
+        return outputs
+
+    assert _kept_observations(run(3, [small])) == [1000]
+    flooded = run(3, [small] + [large] * 100)
+    assert _kept_observations(flooded)[0] == 1000 and max(_kept_observations(flooded)[1:]) == 0
+    assert len(str(flooded)) < 2 * OUTPUT_CHARS
+    assert _kept_observations(run(3, [large])) == [0], "an observation larger than the judge reads is not kept"
+    assert _kept_observations(run(2, [small])) == [0], "a cell that observes nothing keeps no observation"
+    with pytest.raises(ObservationError):
+        observation.read(flooded)

@@ -233,6 +233,13 @@ os._exit(0)
 for i in range(2_000_000):
     print("flood", i, "x" * 80)
 ''',
+    # 20 observation messages of 40 MB (the judge's own kind of output, kept apart from the output cap)
+    "floods_observations": '''
+from IPython.display import display
+print("flood")
+for i in range(20):
+    display({{"application/vnd.addnorm.observation+json": {{"observation": "z" * 40_000_000}}}}, raw=True)
+''',
     # one line of 100 MB, in pieces of 5 MB (nbgrader's LimitOutput counts lines: this is one)
     "floods_one_line": '''
 import sys
@@ -535,7 +542,7 @@ def test_sys_exit_is_an_error_in_its_cell_only(graded):
     assert "SystemExit" in graded_outputs(graded, "sys_exit")
 
 
-@pytest.mark.parametrize("student", ["floods_output", "floods_one_line"])
+@pytest.mark.parametrize("student", ["floods_output", "floods_one_line", "floods_observations"])
 def test_output_flooding_is_cut_short(graded, student):
     path = graded["course"] / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
     assert path.stat().st_size < 2_000_000

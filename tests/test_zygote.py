@@ -41,7 +41,8 @@ print("torch" in sys.modules, status["CapEff"].strip(), status["CapBnd"].strip()
 
 
 def run_in_kernel(settings: sandbox.Settings, code: str, submission: Path) -> tuple[str, str]:
-    """Start a sandboxed kernel as SandboxedExecute does, run `code`; (its stdout, the launcher's stderr)."""
+    """Start a sandboxed kernel as SandboxedExecute does, run `code`; (its stdout on IOPub, what the launcher's
+    process wrote on its standard output and error)."""
     folder = Path(tempfile.mkdtemp(prefix="addnorm-kernel-"))
     connection = sandbox.prepare(folder, settings)
     manager = KernelManager(kernel_name="addnorm-sandbox")
@@ -50,7 +51,7 @@ def run_in_kernel(settings: sandbox.Settings, code: str, submission: Path) -> tu
     manager.connection_file = str(connection / "kernel.json")
     launcher_err, outputs = folder / "launcher.err", []
     with open(launcher_err, "w") as err:
-        manager.start_kernel(cwd=str(submission), stderr=err)
+        manager.start_kernel(cwd=str(submission), stdout=err, stderr=err)
         client = manager.client()
         client.start_channels()
         try:
@@ -105,6 +106,27 @@ def test_a_zygote_that_refuses_costs_only_the_fork(submission, tmp_path):
     assert text.startswith("False "), text               # a fresh interpreter: no torch before the learner's import
     assert "['data.txt'] /tmp False" in text, text
     server.close()
+
+
+WRITES_ON_ITS_OWN_OUTPUT = """
+import os, subprocess, sys
+mark = "addnorm-" + "kernel-output"                 # not in the source: only a write can put it in the launcher's
+os.write(1, (mark + " database is locked\\n").encode()); os.write(2, (mark + "\\n").encode())
+sys.__stdout__.write(mark); sys.__stdout__.flush(); sys.__stderr__.write(mark); sys.__stderr__.flush()
+subprocess.run(["sh", "-c", f"echo {mark}; echo {mark} >&2"])
+print("written")
+"""
+
+
+@pytest.mark.parametrize("forked", [True, False], ids=["forked", "started"])
+def test_a_kernel_writes_nothing_on_the_graders_output(submission, forked):
+    """What a kernel writes on its descriptors 1 and 2 (nbgrader's own output, where a grading script looks for
+    nbgrader's messages) goes nowhere, whether the zygote forked it or the launcher started it."""
+    zygote_socket = str(zygote.start(SandboxedExecute._zygote_environment(LIMITS))) if forked else ""
+    text, launcher = run_in_kernel(sandbox.Settings(LIMITS, hidden=(), zygote=zygote_socket),
+                                   WRITES_ON_ITS_OWN_OUTPUT, submission)
+    assert "written" in text, text
+    assert "addnorm-kernel-output" not in launcher, launcher
 
 
 def test_the_zygote_takes_requests_from_root_only():

@@ -104,14 +104,20 @@ class SandboxedExecute(BudgetedExecute):
     _hidden_run = False                                 # True in the executor of a HiddenRun
     _visible_done = None                                # in a HiddenRun's executor: set once the visible kernel is gone
     _output_chars, _output_cut = 0, False               # the running cell's output so far, and whether it was cut
+    _observing_cells: frozenset = frozenset()           # the indexes of the cells whose observation the judge reads
+    _observing, _observed = False, False                # the running cell is one of them; its observation came
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep a cell's outputs, up to OUTPUT_CHARS characters (one line of 10 MB counts as what it is: nbgrader's
-        LimitOutput counts lines); past them, one note, and the rest dropped as it arrives. Observations (bounded by
-        the judge) are kept."""
+        LimitOutput counts lines); past them, one note, and the rest dropped as it arrives. A test's observation
+        is kept apart from that count, one per observing cell and no larger than the judge reads."""
         content = msg.get("content", {})
         if observation.MIME in (content.get("data") or {}):
-            return super().output(outs, msg, display_id, cell_index)
+            return self._observation_output(outs, msg, display_id, cell_index)
+        return self._counted_output(outs, msg, display_id, cell_index)
+
+    def _counted_output(self, outs, msg, display_id, cell_index):
+        content = msg.get("content", {})
         used = self._output_chars
         self._output_chars = used + len(str(content))
         if self._output_chars <= OUTPUT_CHARS:
@@ -124,6 +130,21 @@ class SandboxedExecute(BudgetedExecute):
             outs.append(new_output("stream", name="stderr",
                                    text=f"[the rest of this cell's output was cut: more than {OUTPUT_CHARS:,} characters]\n"))
         return None
+
+    def _observation_output(self, outs, msg, display_id, cell_index):
+        """The first observation of an observing cell, if the judge can read its size, is kept whole. Any other
+        (a second one, one too large, one from a cell that observes nothing: the learner's own) is kept as a
+        small stand-in the judge refuses, counted as ordinary output, so it costs no memory."""
+        payload = msg["content"]["data"][observation.MIME]
+        text = payload.get("observation") if isinstance(payload, dict) else None
+        size = len(text) if isinstance(text, str) else 0
+        if self._observing and not self._observed and isinstance(text, str) and size <= observation.MAX_BYTES:
+            self._observed = True
+            return super().output(outs, msg, display_id, cell_index)
+        self._observed = True
+        stand_in = {observation.MIME: {"dropped": f"an observation of {size:,} characters"}}
+        return self._counted_output(outs, {**msg, "content": {**msg["content"], "data": stand_in}},
+                                    display_id, cell_index)
 
     def handle_comm_msg(self, outputs, msg, cell_index):
         """Comm messages (widgets) from a learner's kernel are ignored: nothing of a kernel's widget state reaches
@@ -181,6 +202,7 @@ class SandboxedExecute(BudgetedExecute):
             self._refuse_if_unavailable()
         metadata = copy.deepcopy(nb.metadata), [copy.deepcopy(cell.metadata) for cell in nb.cells]
         self._trials = self._prepare_trials(nb, resources)
+        self._observing_cells = frozenset(self._trials)
         hidden = HiddenRun(self, nb, resources, self._trials) if self._trials else None
         try:
             if hidden:
@@ -322,6 +344,7 @@ class SandboxedExecute(BudgetedExecute):
             cell.outputs = [_error("KernelDied", "not run: the kernel stopped in an earlier cell")]
             return cell, resources
         self._output_chars, self._output_cut = 0, False
+        self._observing, self._observed = index in self._observing_cells, False
         try:
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
@@ -367,6 +390,7 @@ class HiddenRun(threading.Thread):
                 cell.source = ""                 # below the first test only the tests' code runs, as in the visible one
         self.resources = copy.deepcopy(resources)
         self.trials, self.outputs, self.connection_dirs = trials, {}, []
+        self.executor._observing_cells = frozenset(trials)
 
     def run(self) -> None:
         executor = self.executor

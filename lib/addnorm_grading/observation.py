@@ -16,6 +16,7 @@ import base64
 import io
 import linecache
 import traceback
+import zipfile
 from typing import Any
 
 import torch
@@ -51,9 +52,26 @@ def decode(text: Any, limit: int = MAX_BYTES) -> Any:
     if len(text) > limit:
         raise ObservationError(f"it is {len(text):,} characters long, more than the {limit:,} allowed")
     try:
-        return torch.load(io.BytesIO(base64.b64decode(text, validate=True)), weights_only=True)
+        raw = base64.b64decode(text, validate=True)
+        _refuse_compressed(raw)
+        return torch.load(io.BytesIO(raw), weights_only=True)
+    except ObservationError:
+        raise
     except Exception as error:                     # any malformed payload: never a crash of the batch
         raise ObservationError(f"it cannot be read as data ({type(error).__name__})") from None
+
+
+def _refuse_compressed(raw: bytes) -> None:
+    """`torch.save` stores its archive's files as they are; a compressed one would inflate inside `torch.load`
+    (one C call: no time limit stops it) to many times the size this module checked."""
+    with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+        entries = archive.infolist()
+    packed = [entry.filename for entry in entries if entry.compress_type != zipfile.ZIP_STORED]
+    if packed:
+        raise ObservationError(f"expected the uncompressed archive torch.save writes, got {len(packed)} "
+                               f"compressed file(s) in it")
+    if sum(entry.file_size for entry in entries) > len(raw):
+        raise ObservationError("its archive says its files are larger than the archive")
 
 
 def as_data(value: Any, depth: int = 0) -> Any:

@@ -212,7 +212,9 @@ def kernel_command(connection_file: Path, kernel_args: list[str], settings: Sett
         inside += _user_prefix(limits.user) + ["unshare", "--user", "--map-current-user", "--"]
     inside += ["prlimit", *(f"--{name}={value}" for name, value in resource_limits(limits).items()), "--"]
     # copy the submission's files into the writable scratch folder, then become the kernel
-    inside += ["sh", "-c", 'cp -R "$0"/. . 2>/dev/null; exec "$@"', str(connection_file.parent / STAGED),
+    # (its output and error go nowhere: a kernel speaks on its sockets, never on the grading process's terminal)
+    inside += ["sh", "-c", 'cp -R "$0"/. . 2>/dev/null; exec "$@" </dev/null >/dev/null 2>&1',
+               str(connection_file.parent / STAGED),
                sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file), *kernel_args]
     prefix = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"] if is_root() else []
     return ["bwrap", *bwrap_arguments(connection_file.parent, submission, settings), *prefix, "--", *inside]
@@ -250,11 +252,13 @@ def forked_kernel(connection_file: Path, kernel_args: list[str], settings: Setti
             raise zygote.ZygoteError("bwrap did not say which process is the sandbox's")
         payload = _wait_for_program(init, ["cat", str(alive)], process)
         limits = settings.limits
-        zygote.request_kernel(Path(settings.zygote), {
-            "payload": payload, "user": limits.user, "threads": limits.threads,
-            "limits": resource_limits(limits),
-            "alive": str(alive), "cwd": str(Path.cwd()), "staged": str(connection_file.parent / STAGED),
-            "environment": environment(command), "argv": ["-f", str(connection_file), *kernel_args]})
+        with open(os.devnull, "r+b") as nowhere:     # the kernel's input, output and error, as kernel_command's
+            zygote.request_kernel(Path(settings.zygote), {
+                "payload": payload, "user": limits.user, "threads": limits.threads,
+                "limits": resource_limits(limits),
+                "alive": str(alive), "cwd": str(Path.cwd()), "staged": str(connection_file.parent / STAGED),
+                "environment": environment(command), "argv": ["-f", str(connection_file), *kernel_args]},
+                descriptors=(nowhere.fileno(),) * 3)
     except BaseException:
         process.kill()
         process.wait()

@@ -90,9 +90,10 @@ def _stop(process: subprocess.Popen, folder: Path, starter: int) -> None:
 
 # ---- the launcher's side ------------------------------------------------------------------------------------
 
-def request_kernel(socket_path: Path, request: dict, wait_seconds: float = 60) -> None:
-    """Ask the zygote at `socket_path` for a kernel (`request`: see `_enter`), handing it this process's standard
-    input, output and error; return once the kernel runs in its sandbox, or raise ZygoteError."""
+def request_kernel(socket_path: Path, request: dict, descriptors: tuple[int, int, int] = (0, 1, 2),
+                   wait_seconds: float = 60) -> None:
+    """Ask the zygote at `socket_path` for a kernel (`request`: see `_enter`), handing it `descriptors` as the
+    kernel's standard input, output and error; return once the kernel runs in its sandbox, or raise ZygoteError."""
     deadline = time.monotonic() + wait_seconds
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         while True:                                   # the zygote may still be importing torch
@@ -104,7 +105,7 @@ def request_kernel(socket_path: Path, request: dict, wait_seconds: float = 60) -
                     raise ZygoteError(f"no zygote answers at {socket_path}: {error}") from None
                 time.sleep(0.05)
         connection.settimeout(max(1.0, deadline - time.monotonic()))
-        socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
+        socket.send_fds(connection, [json.dumps(request).encode()], list(descriptors))
         connection.shutdown(socket.SHUT_WR)
         try:
             answer = connection.recv(4096).decode(errors="replace")
