@@ -138,10 +138,9 @@ class SandboxedExecute(BudgetedExecute):
         payload = msg["content"]["data"][observation.MIME]
         text = payload.get("observation") if isinstance(payload, dict) else None
         size = len(text) if isinstance(text, str) else 0
-        if self._observing and not self._observed and isinstance(text, str) and size <= observation.MAX_BYTES:
-            self._observed = True
+        first, self._observed = self._observing and not self._observed, True
+        if first and isinstance(text, str) and size <= observation.MAX_BYTES:
             return super().output(outs, msg, display_id, cell_index)
-        self._observed = True
         stand_in = {observation.MIME: {"dropped": f"an observation of {size:,} characters"}}
         return self._counted_output(outs, {**msg, "content": {**msg["content"], "data": stand_in}},
                                     display_id, cell_index)

@@ -90,7 +90,7 @@ def _stop(process: subprocess.Popen, folder: Path, starter: int) -> None:
 
 # ---- the launcher's side ------------------------------------------------------------------------------------
 
-def request_kernel(socket_path: Path, request: dict, descriptors: tuple[int, int, int] = (0, 1, 2),
+def request_kernel(socket_path: Path, request: dict, descriptors: tuple[int, int, int],
                    wait_seconds: float = 60) -> None:
     """Ask the zygote at `socket_path` for a kernel (`request`: see `_enter`), handing it `descriptors` as the
     kernel's standard input, output and error; return once the kernel runs in its sandbox, or raise ZygoteError."""
