@@ -825,6 +825,28 @@ def greedy_decode(model, src, max_len, bos, eos, src_key_padding_mask=None):
     },
 }
 
+# The course's own library loaded afresh from its files under another name (the kernel imports addnorm, so it can read
+# them): the reference answers of a blank notebook, untouched by the _withhold of the helpers cell or a hidden check,
+# which only rewrites the functions of the module already imported.
+_FRESH_LIBRARY = """
+import importlib.util as _util, os as _os, sys as _sys, addnorm as _installed
+_folder = _os.path.dirname(_installed.__file__)
+_spec = _util.spec_from_file_location("_fresh_addnorm", _os.path.join(_folder, "__init__.py"),
+                                      submodule_search_locations=[_folder])
+_fresh = _util.module_from_spec(_spec)
+_sys.modules["_fresh_addnorm"] = _fresh
+_spec.loader.exec_module(_fresh)
+for _name in NAMES:
+    globals()[_name] = getattr(_fresh, _name)
+"""
+_LIBRARY_ANSWERS = {"01_residual": ["AddNorm"], "02_layer_norm": ["LayerNorm", "RMSNorm"],
+                    "03_encoder_stack": ["EncoderLayer", "Encoder"],
+                    "04_decoder_stack": ["DecoderLayer", "Decoder", "causal_mask"],
+                    "05_positional_encoding": ["sinusoidal_encoding", "Embedding"]}
+for _assignment, _names in _LIBRARY_ANSWERS.items():
+    SPECIFIC.setdefault(_assignment, {})["fresh_copy_of_the_library"] = (
+        "blank", _FRESH_LIBRARY.replace("NAMES", repr(_names)))
+
 # Out of scope, and recorded as such (tests/test_forgery.py, the guide says so): code that passes torch's own
 # implementation off as the learner's. Exercise 2's guard against built-in norms runs in the learner's process, so
 # a learner who switches it off around a call to F.layer_norm keeps every point today.

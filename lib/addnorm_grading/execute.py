@@ -31,7 +31,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode, default
 
-from addnorm_grading import observation, sandbox, zygote
+from addnorm_grading import observation, sandbox, withheld, zygote
 from addnorm_grading.course import SandboxLimits, read_course
 from addnorm_grading.judge import CPU_SECONDS, Judge, JudgeError, Trial
 from addnorm_grading.verdicts import (SPLIT, is_test_cell, kernel_failure, message_from_outputs, record_split,
@@ -106,6 +106,7 @@ class SandboxedExecute(BudgetedExecute):
     _output_chars, _output_cut = 0, False               # the running cell's output so far, and whether it was cut
     _observing_cells: frozenset = frozenset()           # the indexes of the cells whose observation the judge reads
     _observing, _observed = False, False                # the running cell is one of them; its observation came
+    _library = None                                     # the withheld copy of addnorm this executor's kernels read
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep a cell's outputs, up to OUTPUT_CHARS characters (one line of 10 MB counts as what it is: nbgrader's
@@ -180,7 +181,8 @@ class SandboxedExecute(BudgetedExecute):
         limits = SandboxLimits(**{limit.name: getattr(self, limit.name) for limit in fields(SandboxLimits)})
         forked = self.fork_kernels and sandbox.is_root()
         return sandbox.Settings(limits, hidden=(str(self.course.exchange),),
-                                zygote=str(zygote.start(self._zygote_environment(limits))) if forked else "")
+                                zygote=str(zygote.start(self._zygote_environment(limits))) if forked else "",
+                                library=str(self._library or ""))
 
     @staticmethod
     def _zygote_environment(limits: SandboxLimits) -> dict[str, str]:
@@ -202,7 +204,13 @@ class SandboxedExecute(BudgetedExecute):
         metadata = copy.deepcopy(nb.metadata), [copy.deepcopy(cell.metadata) for cell in nb.cells]
         self._trials = self._prepare_trials(nb, resources)
         self._observing_cells = frozenset(self._trials)
+        helpers = _helpers(nb)
+        self._library = self._withheld_library(
+            [helpers, *("\n".join(t.visible_observing_lines) for t in self._trials.values())])
         hidden = HiddenRun(self, nb, resources, self._trials) if self._trials else None
+        if hidden:                    # the hidden kernel's copy also withholds what the hidden checks withhold
+            hidden.executor._library = self._withheld_library(
+                [helpers, *("\n".join(t.observing_lines) for t in self._trials.values())])
         try:
             if hidden:
                 hidden.start()                 # its kernel starts now; it runs nothing of the learner's yet
@@ -220,6 +228,18 @@ class SandboxedExecute(BudgetedExecute):
             cell.metadata = cell_metadata
         self._keep_only_verdicts(nb)
         return nb, resources
+
+    def _withheld_library(self, code: list[str]) -> Path | None:
+        """The copy of addnorm that a kernel running `code` reads: what that code withholds raises in its files
+        (`addnorm_grading.withheld`); None outside the sandbox, or when nothing is withheld."""
+        calls = [call for text in code for call in withheld.withheld_calls(text)]
+        if not (self.sandboxed and calls):
+            return None
+        try:
+            return withheld.library(calls)
+        except (OSError, ValueError) as error:          # the course's mistake: the kernel's own _withhold still runs
+            self.log.error("The withheld copy of addnorm could not be made: %s", error)
+            return None
 
     def _prepare_trials(self, nb, resources) -> dict[int, Trial]:
         """Each judged test cell's trial (its inputs made, its kernels' code written), by cell index. A test that

@@ -9,7 +9,8 @@ their command line together. What a kernel may use (memory, processes, …) is d
 the connection file's, which the kernel does not see (it can write in its connection folder).
 
 The kernel sees: the operating system's /usr (read-only, the nbgrader exchange hidden), a few files of /etc, the
-Python environment and the `addnorm` package (read-only), a private copy of its submission folder as its working
+Python environment and the `addnorm` package (read-only, in the copy `addnorm_grading.withheld` makes: the functions
+the exercise withholds raise in its files), a private copy of its submission folder as its working
 directory, without any notebook (nbgrader has already written the notebook with the hidden tests restored there),
 and a private /tmp (RAM disks of the scratch size, gone when the kernel ends), and the folder of its own connection
 sockets (the kernel protocol runs over Unix sockets: with no network at all, TCP is impossible). Nothing
@@ -32,7 +33,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from addnorm_grading import zygote
+from addnorm_grading import withheld, zygote
 from addnorm_grading.course import SandboxLimits, read_course
 
 SETTINGS_FILE = "sandbox.json"      # the limits and what to hide, from the grader, above the connection folder
@@ -53,12 +54,13 @@ class Settings:
     limits: SandboxLimits
     hidden: tuple[str, ...]        # e.g. nbgrader's exchange, which holds everyone's work
     zygote: str = ""               # the socket of the grading process's zygote (addnorm_grading.zygote), or ""
+    library: str = ""              # a copy of addnorm with the exercise's withheld functions (addnorm_grading.withheld)
 
     def write(self, folder: Path) -> Path:
         """Write these settings as folder/sandbox.json (JSON: data, never code); return the file."""
         path = folder / SETTINGS_FILE
         path.write_text(json.dumps({"limits": asdict(self.limits), "hidden": list(self.hidden),
-                                    "zygote": self.zygote}), encoding="utf-8")
+                                    "zygote": self.zygote, "library": self.library}), encoding="utf-8")
         return path
 
     @classmethod
@@ -67,7 +69,8 @@ class Settings:
         path = connection_file.parent.parent / SETTINGS_FILE
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(SandboxLimits(**data["limits"]), tuple(data["hidden"]), str(data.get("zygote", "")))
+            return cls(SandboxLimits(**data["limits"]), tuple(data["hidden"]), str(data.get("zygote", "")),
+                       str(data.get("library", "")))
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise SystemExit(f"the sandbox launcher needs {path}, written by the grading process "
                              f"(addnorm_grading.execute.SandboxedExecute): {error}") from None
@@ -175,6 +178,8 @@ def bwrap_arguments(connection_dir: Path, submission: Path, settings: Settings) 
              "--perms", "1777", "--size", scratch, "--tmpfs", "/dev/shm"]
     for tree in readable_trees():
         args += _bind_with_parents(tree)
+    if settings.library:               # the package as this exercise's tests withhold it, in place of the real one
+        args += ["--ro-bind", settings.library, str(withheld.package_folder())]
     args += _bind_with_parents(connection_dir, read_only=False)
     args += _parents(submission) + ["--perms", "0777", "--size", scratch, "--tmpfs", str(submission),
                                     "--chdir", str(submission)]

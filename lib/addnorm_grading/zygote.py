@@ -13,7 +13,7 @@ sandbox's limits, and runs ipykernel in-process on the imports it already has.
 What a forked kernel has, compared with a kernel started by the launcher: the same namespaces, mounts, user,
 limits, environment, working directory and staged files; the same PID namespace (its own /proc lists only the
 sandbox's processes: bwrap's init, the waiting program, the kernel and its children); and the zygote's memory,
-copy-on-write, which holds the imports and nothing else (a fresh interpreter started with a clean environment,
+copy-on-write, which holds the imports (ipykernel and torch, never addnorm) and nothing else (a fresh interpreter started with a clean environment,
 in /, that reads no file of the course). Its lifetime is the sandbox's: the kernel holds the FIFO open, so its
 end ends the waiting program and with it the sandbox; the sandbox's end (bwrap dies with the launcher, which
 jupyter_client kills) kills the kernel.
@@ -122,8 +122,8 @@ def serve(socket_path: Path) -> None:
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)          # ends with the grading process
     import ipykernel.kernelapp  # noqa: F401  (the imports every kernel shares, copy-on-write)
     import torch  # noqa: F401
-
-    import addnorm  # noqa: F401
+    # not addnorm: a kernel imports it in its sandbox, where it is the copy with the exercise's answers withheld
+    # (addnorm_grading.withheld); the real package's functions would come with this process's memory
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(socket_path))
     os.chmod(socket_path, 0o600)
