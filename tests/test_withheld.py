@@ -29,8 +29,8 @@ def declared(assignment: str) -> list[tuple[str, str]]:
 
 def in_the_copy(copy: Path, code: str) -> str:
     """What `code` prints in a fresh interpreter that imports addnorm from `copy` (as the sandbox shows it)."""
-    result = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(copy.parent)!r})\n"
-                             + code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", code], cwd=copy.parent,     # the folder of `python -c` comes first
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
