@@ -1,6 +1,7 @@
 """The copy of addnorm a grading kernel reads (addnorm_grading.withheld): what an exercise withholds raises in its
 files, everything else is the library's. That the sandbox shows it in place of the package, and that a blank
-notebook loading the package afresh scores nothing, is tested with the cheats (tests/cheats.py, fresh_copy_of_the_library)."""
+notebook loading the package afresh scores nothing, is tested with the cheats (tests/cheats.py,
+fresh_copy_of_the_library)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ _withhold([addnorm.LayerNorm.forward, torch.nn.LayerNorm.forward, addnorm.causal
 _withhold(functions, "not a list: skipped")
 def _withhold(functions, message): pass
 '''
-    assert withheld.withheld_calls(code) == [("addnorm.LayerNorm.forward", "Your code calls the library: write it yourself."),
-                                             ("addnorm.causal_mask", "Your code calls the library: write it yourself.")]
+    message = "Your code calls the library: write it yourself."
+    assert withheld.withheld_calls(code) == [("addnorm.LayerNorm.forward", message), ("addnorm.causal_mask", message)]
     assert withheld.withheld_calls("def broken(:") == []
 
 

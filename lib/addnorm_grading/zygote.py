@@ -13,10 +13,10 @@ sandbox's limits, and runs ipykernel in-process on the imports it already has.
 What a forked kernel has, compared with a kernel started by the launcher: the same namespaces, mounts, user,
 limits, environment, working directory and staged files; the same PID namespace (its own /proc lists only the
 sandbox's processes: bwrap's init, the waiting program, the kernel and its children); and the zygote's memory,
-copy-on-write, which holds the imports (ipykernel and torch, never addnorm) and nothing else (a fresh interpreter started with a clean environment,
-in /, that reads no file of the course). Its lifetime is the sandbox's: the kernel holds the FIFO open, so its
-end ends the waiting program and with it the sandbox; the sandbox's end (bwrap dies with the launcher, which
-jupyter_client kills) kills the kernel.
+copy-on-write, which holds the imports (ipykernel and torch, never addnorm) and nothing else (a fresh interpreter
+started with a clean environment, in /, that reads no file of the course). Its lifetime is the sandbox's: the
+kernel holds the FIFO open, so its end ends the waiting program and with it the sandbox; the sandbox's end (bwrap
+dies with the launcher, which jupyter_client kills) kills the kernel.
 
 Only for a grader that runs as root (bwrap's namespaces then belong to the initial user namespace, where the
 zygote can join them); otherwise, or with `c.SandboxedExecute.fork_kernels = False`, or when the zygote fails,
