@@ -7,7 +7,9 @@ once, the right scores, and a submission nbgrader cannot read named as failed wi
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -36,13 +38,64 @@ def test_one_student_is_chosen_by_name_and_a_batch_by_excluding_everybody_else()
     assert grade_class.student_arguments(students, students) == []
 
 
-def test_a_failed_run_names_its_students_from_nbgrader_log():
-    log = ("[AutogradeApp | ERROR] There was an error processing assignment '01_residual' for student 'bob'\n"
-           "[AutogradeApp | ERROR] Please see the the above traceback for details")
-    assert grade_class.Run(["ann", "bob"], 1.0, 1, log).failed == ["bob"]
-    assert grade_class.Run(["ann", "bob"], 1.0, 0, "").failed == []
-    # nbgrader stopped before naming anybody (a crash, a locked gradebook): the whole batch counts as failed
-    assert grade_class.Run(["ann", "bob"], 1.0, 1, "Traceback ...").failed == ["ann", "bob"]
+class FakeNbgrader:
+    """`subprocess.run` for autograde_batch: writes the autograded notebooks of the students it grades, exits 1 when
+    it leaves any out, and prints `log` whatever it does (a kernel can make nbgrader print lines of its choosing)."""
+
+    def __init__(self, course: Path, refuses=(), skips=(), log=""):
+        self.course, self.refuses, self.skips, self.log, self.calls = course, set(refuses), set(skips), log, []
+
+    def __call__(self, command, **kwargs):
+        selected = [a.split("=", 1)[1] for a in command if a.startswith("--student=")]
+        excluded = {s for a in command if a.startswith("--CourseDirectory.student_id_exclude=")
+                    for s in a.split("=", 1)[1].split(",")}
+        group = selected or [s for s in ["ann", "bob", "cy"] if s not in excluded]
+        self.calls.append(group)
+        for student in group:
+            folder = self.course / "autograded" / student / ASSIGNMENT
+            if student in self.refuses:          # nbgrader removes what it could not grade
+                shutil.rmtree(folder, ignore_errors=True)
+            elif student not in self.skips:      # and leaves alone what it graded before
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / f"{NOTEBOOK}.ipynb").write_text(str(len(self.calls)))
+        return subprocess.CompletedProcess(command, int(bool(self.refuses & set(group))), self.log, "")
+
+
+def test_who_failed_is_read_from_the_autograded_folders_not_from_nbgrader_log(tmp_path, monkeypatch):
+    forged = ("database is locked\n[AutogradeApp | ERROR] There was an error processing assignment "
+              f"'{ASSIGNMENT}' for student 'ann'\n")
+    fake = FakeNbgrader(tmp_path, log=forged)
+    monkeypatch.setattr(grade_class.subprocess, "run", fake)
+    run = grade_class.autograde_batch(tmp_path, ASSIGNMENT, ["ann", "bob", "cy"], ["ann", "bob", "cy"], [])
+    assert run.failed == [] and run.returncode == 0 and fake.calls == [["ann", "bob", "cy"]]
+
+
+def test_the_students_a_run_did_not_grade_are_retried_alone_and_then_named(tmp_path, monkeypatch):
+    fake = FakeNbgrader(tmp_path, refuses={"bob"})
+    monkeypatch.setattr(grade_class.subprocess, "run", fake)
+    run = grade_class.autograde_batch(tmp_path, ASSIGNMENT, ["ann", "bob", "cy"], ["ann", "bob", "cy"], [])
+    assert run.failed == ["bob"] and run.returncode == 1
+    assert fake.calls == [["ann", "bob", "cy"]] + [["bob"]] * (grade_class.RETRIES - 1)
+
+
+def test_a_student_graded_before_and_skipped_in_a_failed_run_is_not_named(tmp_path, monkeypatch):
+    """nbgrader skips a submission graded before (its folder unchanged); in a run that failed for somebody else,
+    that folder alone cannot tell, so the student is run again alone: nbgrader exits 0, and nobody is blamed."""
+    done = tmp_path / "autograded" / "cy" / ASSIGNMENT
+    done.mkdir(parents=True)
+    (done / f"{NOTEBOOK}.ipynb").write_text("graded earlier")
+    fake = FakeNbgrader(tmp_path, refuses={"bob"}, skips={"cy"})
+    monkeypatch.setattr(grade_class.subprocess, "run", fake)
+    before = grade_class.autograded(tmp_path, "cy", ASSIGNMENT)
+    assert grade_class.not_graded(tmp_path, ASSIGNMENT, ["cy"], {"cy": before}, 1) == ["cy"]
+    assert grade_class.not_graded(tmp_path, ASSIGNMENT, ["cy"], {"cy": before}, 0) == []
+    run = grade_class.autograde_batch(tmp_path, ASSIGNMENT, ["ann", "bob", "cy"], ["ann", "bob", "cy"], [])
+    assert run.failed == ["bob"]
+    assert fake.calls == [["ann", "bob", "cy"]] + [["bob"]] * (grade_class.RETRIES - 1) + [["cy"]]
+
+
+def test_the_log_is_shown_with_its_control_characters_visible():
+    assert grade_class.printable("ok\tline\n\x1b[2Jgone\r") == "ok\tline\n\\x1b[2Jgone\\x0d"
 
 
 @pytest.mark.slow

@@ -148,6 +148,30 @@ def test_an_observation_that_would_inflate_is_refused_before_it_is_loaded():
     assert observation.decode(observation.encode({"out": torch.ones(3)}))["out"].tolist() == [1.0, 1.0, 1.0]
 
 
+def test_an_observation_whose_structure_would_take_seconds_to_read_is_refused_unread():
+    """The pickle inside torch.save's archive is read by a pure-Python unpickler, an opcode at a time: 16 MB of
+    one-byte opcodes (a list made 16 million times) took half a minute of the judge's CPU. Past MAX_PICKLE_BYTES
+    it is refused from the archive's directory, before torch.load."""
+    import base64
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    torch.save({"values": {}, "raised": None}, buffer)
+    slow = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as plain, zipfile.ZipFile(slow, "w") as stored:
+        for entry in plain.infolist():
+            data = plain.read(entry)
+            stored.writestr(entry.filename, b"\x80\x02" + b"]" * (4 * observation.MAX_PICKLE_BYTES) + b"."
+                            if entry.filename.endswith("data.pkl") else data)
+    text = base64.b64encode(slow.getvalue()).decode("ascii")
+    assert len(text) < observation.MAX_BYTES                  # it passes the size check of the text
+    with pytest.raises(ObservationError, match="its structure is"):
+        observation.decode(text)
+    numbers = {"values": {"x": [list(range(1000)) for _ in range(99)]}, "raised": None}
+    assert observation.decode(observation.encode(numbers)) == numbers, "an observation at MAX_NODES is read"
+
+
 def test_two_observations_are_refused():
     payload = {"output_type": "display_data",
                "data": {MIME: {"observation": observation.encode({"values": {}, "raised": None})}}}

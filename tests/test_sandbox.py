@@ -277,6 +277,38 @@ for _ in range(30):
     time.sleep(0.2)
 print("FOREIGN LOCK SEEN" if seen else "NO FOREIGN LOCK")
 ''',
+    # messages of the kernel's own making, signed as its own: types nbclient logs by name (escape characters and
+    # the lines grade_class once looked for), outputs nbformat refuses, and one display id shown 100 times, then
+    # updated with 1 MB 30 times (100 MB in the notebook, without a cap that counts every output an update lands in)
+    "forges_kernel_messages": '''
+from IPython.display import display
+kernel = get_ipython().kernel
+def send(msg_type, content):
+    kernel.session.send(kernel.iopub_socket, msg_type, content, parent=kernel.get_parent("shell"))
+send("\\x1b[2Jdatabase is locked", {{}})
+send("FORGED-TYPE", {{"text": "There was an error processing assignment '{assignment}' for student 'correct'"}})
+send("error", {{"ename": 5, "evalue": "x", "traceback": []}})
+send("stream", {{"name": None, "text": "x"}})
+send("display_data", {{"data": {{"text/plain": 5}}, "metadata": {{}}}})
+send("execute_result", {{"data": {{"text/plain": "x"}}, "metadata": {{}}, "execution_count": "many"}})
+send("status", {{}})
+for i in range(100):
+    display({{"text/plain": "small"}}, raw=True, display_id="same")
+for i in range(30):
+    send("update_display_data", {{"data": {{"text/plain": "u" * 1_000_000}}, "metadata": {{}},
+                                  "transient": {{"display_id": "same"}}}})
+print("FORGED")
+''',
+    # a message whose content is nested 200,000 lists deep: jupyter_client's JSON decoder raises RecursionError on
+    # it, in the grader, before nbclient sees it. The kernel counts as no longer answering: this notebook loses the
+    # tests after it, and the grading goes on
+    "sends_a_message_nested_too_deep": '''
+kernel = get_ipython().kernel
+kernel.session.send(kernel.iopub_socket, "display_data", b"[" * 200_000 + b"]" * 200_000,
+                    parent=kernel.get_parent("shell"))
+import time
+time.sleep(5)
+''',
     # not an attack: what a forked kernel (addnorm_grading.zygote) is, seen from inside
     "describes_its_kernel": '''
 import os, signal, sys
@@ -304,7 +336,7 @@ print("THREADS", torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"), os.
     "traces_b": TRACES_CELL,
 }
 # what the kernel's death or a cut-short cell costs: the tests after the extra cell score zero
-LOSES_ALL_POINTS = {"kills_parent", "os_exit"}
+LOSES_ALL_POINTS = {"kills_parent", "os_exit", "sends_a_message_nested_too_deep"}
 
 
 def solution() -> nbformat.NotebookNode:
@@ -549,6 +581,20 @@ def test_output_flooding_is_cut_short(graded, student):
     assert "flood" in outputs_text(path)
     if student == "floods_one_line":          # many lines are cut by LimitOutput, one long line as it arrives
         assert "output was cut" in outputs_text(path)
+
+
+def test_messages_of_the_kernels_making_reach_neither_the_log_nor_the_notebook(graded):
+    """nbclient would log the made-up types by name and stop on the malformed outputs; the update would write
+    100 MB: the notebook is graded (full marks, see above), small, and nbgrader's log holds none of it."""
+    path = graded["course"] / "autograded" / "forges_kernel_messages" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    assert path.stat().st_size < 5_000_000
+    assert "FORGED" in outputs_text(path)
+    for forged in ("database is locked", "FORGED-TYPE", "\x1b[2J", "unhandled iopub"):
+        assert forged not in graded["log"], forged
+
+
+def test_a_message_the_grader_cannot_decode_stops_only_its_own_notebook(graded):
+    assert "KernelUnresponsive" in graded_outputs(graded, "sends_a_message_nested_too_deep")
 
 
 def test_the_visible_kernel_never_meets_the_hidden_one(graded):

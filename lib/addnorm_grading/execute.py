@@ -26,12 +26,12 @@ from importlib.resources import files
 from pathlib import Path
 
 from jupyter_client.kernelspec import KernelSpecManager
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.exceptions import DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode, default
 
-from addnorm_grading import observation, sandbox, withheld, zygote
+from addnorm_grading import kernel_messages, observation, sandbox, withheld, zygote
 from addnorm_grading.course import SandboxLimits, read_course
 from addnorm_grading.judge import CPU_SECONDS, Judge, JudgeError, Trial
 from addnorm_grading.verdicts import (SPLIT, is_test_cell, kernel_failure, message_from_outputs, record_split,
@@ -42,6 +42,7 @@ HELPERS = "test_helpers"                                  # the grade id of a no
 KERNELS = files("addnorm_grading") / "kernels"           # the addnorm-sandbox kernelspec, installed with the package
 UNSAFE_VARIABLE = "ADDNORM_UNSAFE_GRADING"
 OUTPUT_CHARS = 1_000_000                                  # characters of output kept per cell (observations aside)
+NOTEBOOK_OUTPUT_CHARS = 4_000_000                         # and per notebook, every cell's outputs and updates counted
 
 
 class BudgetedExecute(Execute):
@@ -104,14 +105,21 @@ class SandboxedExecute(BudgetedExecute):
     _hidden_run = False                                 # True in the executor of a HiddenRun
     _visible_done = None                                # in a HiddenRun's executor: set once the visible kernel is gone
     _output_chars, _output_cut = 0, False               # the running cell's output so far, and whether it was cut
+    _notebook_chars = 0                                 # the notebook's outputs so far (every cell, every update)
     _observing_cells: frozenset = frozenset()           # the indexes of the cells whose observation the judge reads
     _observing, _observed = False, False                # the running cell is one of them; its observation came
     _library = None                                     # the withheld copy of addnorm this executor's kernels read
 
+    def process_message(self, msg, cell, cell_index):
+        """A kernel message, as `addnorm_grading.kernel_messages` lets nbclient see it (or nothing of it)."""
+        msg = kernel_messages.checked(msg)
+        return None if msg is None else super().process_message(msg, cell, cell_index)
+
     def output(self, outs, msg, display_id, cell_index):
         """Keep a cell's outputs, up to OUTPUT_CHARS characters (one line of 10 MB counts as what it is: nbgrader's
-        LimitOutput counts lines); past them, one note, and the rest dropped as it arrives. A test's observation
-        is kept apart from that count, one per observing cell and no larger than the judge reads."""
+        LimitOutput counts lines), and the notebook's up to NOTEBOOK_OUTPUT_CHARS; past them, one note, and the rest
+        dropped as it arrives. A test's observation is kept apart from that count, one per observing cell and no
+        larger than the judge reads."""
         content = msg.get("content", {})
         if observation.MIME in (content.get("data") or {}):
             return self._observation_output(outs, msg, display_id, cell_index)
@@ -119,18 +127,39 @@ class SandboxedExecute(BudgetedExecute):
 
     def _counted_output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
-        used = self._output_chars
-        self._output_chars = used + len(str(content))
-        if self._output_chars <= OUTPUT_CHARS:
+        size = len(str(content))
+        room = min(OUTPUT_CHARS - self._output_chars, NOTEBOOK_OUTPUT_CHARS - self._notebook_chars)
+        self._output_chars += size
+        self._notebook_chars += size
+        if size <= room:
             return super().output(outs, msg, display_id, cell_index)
         if not self._output_cut:
             self._output_cut = True
-            if msg.get("msg_type") == "stream" and used < OUTPUT_CHARS:     # the beginning of a long stream is kept
-                super().output(outs, {**msg, "content": {**content, "text": str(content.get("text", ""))[
-                    :OUTPUT_CHARS - used]}}, display_id, cell_index)
-            outs.append(new_output("stream", name="stderr",
-                                   text=f"[the rest of this cell's output was cut: more than {OUTPUT_CHARS:,} characters]\n"))
+            if msg.get("msg_type") == "stream" and room > 0:     # the beginning of a long stream is kept
+                super().output(outs, {**msg, "content": {**content, "text": str(content.get("text", ""))[:room]}},
+                               display_id, cell_index)
+            limit = (f"more than {OUTPUT_CHARS:,} characters" if self._output_chars > OUTPUT_CHARS else
+                     f"this notebook's outputs passed {NOTEBOOK_OUTPUT_CHARS:,} characters")
+            outs.append(new_output("stream", name="stderr", text=f"[the rest of this cell's output was cut: {limit}]\n"))
         return None
+
+    def _update_display_id(self, display_id, msg):
+        """An update of earlier outputs (`update_display_data`, or a display with the same id) lands in every output
+        of that id: counted as that many outputs against the notebook's cap, refused past it; never an
+        observation's, and never one in an observation's place."""
+        targets = sum(len(indexes) for indexes in self._display_id_map.get(display_id, {}).values())
+        data = msg["content"].get("data")
+        if not targets or observation.MIME in (data if isinstance(data, dict) else {}):
+            return None
+        outputs = [self.nb.cells[cell]["outputs"][i] for cell, indexes in self._display_id_map[display_id].items()
+                   for i in indexes if i < len(self.nb.cells[cell].get("outputs", []))]
+        if any(observation.MIME in output.get("data", {}) for output in outputs):
+            return None
+        size = len(str(msg["content"])) * targets
+        if self._notebook_chars + size > NOTEBOOK_OUTPUT_CHARS:
+            return None
+        self._notebook_chars += size
+        return super()._update_display_id(display_id, msg)
 
     def _observation_output(self, outs, msg, display_id, cell_index):
         """The first observation of an observing cell, if the judge can read its size, is kept whole. Any other
@@ -192,7 +221,7 @@ class SandboxedExecute(BudgetedExecute):
                 "OMP_NUM_THREADS": str(limits.threads), "MKL_NUM_THREADS": str(limits.threads)}
 
     def preprocess(self, nb, resources=None, km=None):
-        self._kernel_died = False
+        self._kernel_died, self._notebook_chars = False, 0
         self._connection_dirs = []
         self._first_test = None            # index of the first test cell, once it has started
         self._outputs_before_tests = []    # the outputs of the cells above it, as they were then
@@ -273,7 +302,7 @@ class SandboxedExecute(BudgetedExecute):
 
     def preprocess_hidden(self, nb, resources):
         """The hidden kernel's run (in a HiddenRun): every cell as it is given, outputs kept in the copy it was given."""
-        self._kernel_died, self._ran = False, set()
+        self._kernel_died, self._ran, self._notebook_chars = False, set(), 0
         return BudgetedExecute.preprocess(self, nb, resources)
 
     def _keep_only_verdicts(self, nb):
@@ -372,11 +401,15 @@ class SandboxedExecute(BudgetedExecute):
             cell.outputs.append(_error("KernelDied", "the kernel stopped while running this cell (the code exited, "
                                        "killed its own process, or ran out of memory or processes)"))
             return cell, resources
-        except (CellTimeoutError, ValueError):   # no output for too long, or messages that are not the kernel's
-            # (the code broke the kernel's own I/O, or forked processes wrote on its sockets: invalid signatures)
+        except Exception as error:
+            # No output for too long (CellTimeoutError), or messages the grader cannot read: the code broke the
+            # kernel's own I/O, forked processes wrote on its sockets (invalid signatures: ValueError), or it sent a
+            # message of its own making that jupyter_client or nbclient choke on (RecursionError on content nested
+            # too deep, KeyError or AttributeError on a header of the wrong shape). Only the exception's class is
+            # logged: its text may be the kernel's.
             self._kernel_died = True
-            self.log.warning("The kernel stopped answering in cell %d; the remaining cells are marked as not run",
-                             index)
+            self.log.warning("The kernel stopped answering in cell %d (%s); the remaining cells are marked as not "
+                             "run", index, type(error).__name__)
             cell.outputs.append(_error("KernelUnresponsive", "the kernel stopped answering while running this cell"))
             return cell, resources
 

@@ -10,6 +10,12 @@ nbgrader_config.py.
     python -m addnorm_grading.grade_class "*"         # every assignment
 
 Exit status 1 when any student's grading failed (the log is printed); the other students are graded regardless.
+
+Who failed is read from what nbgrader leaves, never from its log: a student is graded when nbgrader exited 0, or
+when their autograded folder was written by this run (nbgrader removes the folder of a submission it could not
+grade). The log holds lines that a learner's kernel can make nbgrader print; it is only shown, with its control
+characters replaced. A batch whose run failed is run again for its students not graded (a gradebook locked by
+another process is the usual reason), up to RETRIES times.
 """
 
 from __future__ import annotations
@@ -28,10 +34,9 @@ from pathlib import Path
 
 from addnorm_grading.coursework import nbgrader_env
 
-LOCKED = "database is locked"       # SQLite's answer when another process holds the write lock too long
-RETRIES = 3
+RETRIES = 3                         # runs of nbgrader for one batch, at most
 BATCHES_PER_WORKER = 4              # more batches balance the workers; fewer save nbgrader start-ups (~1.4 s each)
-FAILED = re.compile(r"There was an error processing assignment '(?P<assignment>[^']*)' for student '(?P<student>[^']*)'")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")    # control characters but tab and newline
 
 
 def default_workers() -> int:
@@ -42,18 +47,34 @@ def default_workers() -> int:
 
 @dataclass
 class Run:
-    """One nbgrader run over a batch of students: who, how long, nbgrader's exit status and log, who failed."""
+    """nbgrader's runs over a batch of students: who, how long, the last exit status and log, who failed."""
 
     students: list[str]
     seconds: float
     returncode: int
     log: str
+    failed: list[str]                   # the students of the batch that no run graded
 
-    @property
-    def failed(self) -> list[str]:
-        """The students of this batch that nbgrader could not grade (it names them at the end of its log)."""
-        named = sorted({m["student"] for m in FAILED.finditer(self.log)} & set(self.students))
-        return named or (list(self.students) if self.returncode != 0 else [])
+
+def autograded(course: Path, student: str, assignment: str) -> tuple:
+    """What nbgrader has written for one student (the assignment may be a glob): each autograded folder's notebooks
+    with their modification times, to compare before and after a run."""
+    folder = course / "autograded" / student
+    found = folder.glob(f"{assignment}/*.ipynb") if folder.is_dir() else []
+    return tuple(sorted((str(path.relative_to(folder)), path.stat().st_mtime_ns) for path in found))
+
+
+def not_graded(course: Path, assignment: str, students: list[str], before: dict, returncode: int) -> list[str]:
+    """The students a run did not grade: none when nbgrader exited 0; else those whose autograded folder is gone or
+    is as it was before the run (nbgrader stopped before them, or removed what it could not grade)."""
+    if returncode == 0:
+        return []
+    return [student for student in students if autograded(course, student, assignment) in {(), before[student]}]
+
+
+def printable(text: str) -> str:
+    """nbgrader's log, safe on a terminal: its control characters (escape sequences a kernel may have sent) shown."""
+    return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 def students_with_submissions(course: Path, assignment: str) -> list[str]:
@@ -80,16 +101,32 @@ def student_arguments(students: list[str], batch: list[str]) -> list[str]:
     return [f"--CourseDirectory.student_id_exclude={','.join(others)}"] if others else []
 
 
+def autograde(course: Path, assignment: str, students: list[str], group: list[str], extra: list[str]):
+    """One `nbgrader autograde <assignment>` for the students of `group`: its exit status, its log, and the
+    students of the group it did not grade."""
+    before = {student: autograded(course, student, assignment) for student in group}
+    command = [sys.executable, "-m", "nbgrader", "autograde", assignment, *student_arguments(students, group), *extra]
+    result = subprocess.run(command, cwd=course, env=nbgrader_env(), capture_output=True, text=True)
+    return result.returncode, result.stdout + result.stderr, not_graded(course, assignment, group, before,
+                                                                       result.returncode)
+
+
 def autograde_batch(course: Path, assignment: str, students: list[str], batch: list[str], extra: list[str]) -> Run:
-    """Run `nbgrader autograde <assignment>` for the students of `batch`; run it again on a locked gradebook."""
+    """Autograde the students of `batch` in one nbgrader run; those it did not grade again, each alone (so that an
+    unchanged folder of one graded before cannot be mistaken for a failure), up to RETRIES runs each."""
     started = time.perf_counter()
-    command = [sys.executable, "-m", "nbgrader", "autograde", assignment, *student_arguments(students, batch), *extra]
-    for _ in range(RETRIES):
-        result = subprocess.run(command, cwd=course, env=nbgrader_env(), capture_output=True, text=True)
-        log = result.stdout + result.stderr
-        if LOCKED not in log:
-            break
-    return Run(batch, time.perf_counter() - started, result.returncode, log)
+    returncode, log, left = autograde(course, assignment, students, batch, extra)
+    failed = []
+    for student in left:
+        code, text = returncode, log
+        for _ in range(RETRIES - 1):
+            code, text, still = autograde(course, assignment, students, [student], extra)
+            if not still:
+                break
+        else:
+            failed.append(student)
+            returncode, log = code, text          # the run to show: the last that failed
+    return Run(batch, time.perf_counter() - started, returncode if failed else 0, log, failed)
 
 
 def grade_class(course: Path, assignment: str, workers: int, extra: list[str],
@@ -121,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - started
     for run in runs:
         if run.failed:
-            print(f"\n--- {', '.join(run.students)}: nbgrader exited with {run.returncode} ---\n{run.log[-4000:]}")
+            print(f"\n--- {', '.join(run.students)}: nbgrader exited with {run.returncode} ---\n"
+                  f"{printable(run.log[-4000:])}")
     students = sum(len(run.students) for run in runs)
     failed = sum(len(run.failed) for run in runs)
     rate = students / seconds * 60 if seconds else 0.0

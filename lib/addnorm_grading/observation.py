@@ -24,6 +24,7 @@ import torch
 MIME = "application/vnd.addnorm.observation+json"
 OBSERVE_FILE = "<grader: observe>"        # the file name of the observing code in tracebacks
 MAX_BYTES = 16 * 1024 * 1024              # the largest observation the judge reads (base64 text)
+MAX_PICKLE_BYTES = 512 * 1024             # of it, the pickled structure (its tensors' numbers are stored apart)
 MAX_TEXT = 300                            # characters kept of a string from the learner's process
 MAX_ITEMS = 1000                          # items kept of a list, tuple or dict from it
 MAX_FRAMES = 8                            # source lines kept of the frames an exception passed through
@@ -53,7 +54,7 @@ def decode(text: Any, limit: int = MAX_BYTES) -> Any:
         raise ObservationError(f"it is {len(text):,} characters long, more than the {limit:,} allowed")
     try:
         raw = base64.b64decode(text, validate=True)
-        _refuse_compressed(raw)
+        _check_archive(raw)
         return torch.load(io.BytesIO(raw), weights_only=True)
     except ObservationError:
         raise
@@ -61,11 +62,17 @@ def decode(text: Any, limit: int = MAX_BYTES) -> Any:
         raise ObservationError(f"it cannot be read as data ({type(error).__name__})") from None
 
 
-def _refuse_compressed(raw: bytes) -> None:
+def _check_archive(raw: bytes) -> None:
     """`torch.save` stores its archive's files as they are; a compressed one would inflate inside `torch.load`
-    (one C call: no time limit stops it) to many times the size this module checked."""
+    (one C call: no time limit stops it) to many times the size this module checked. And the pickle that says how
+    the values are nested is read one opcode at a time by torch's pure-Python unpickler, about 1.7 µs each here:
+    16 MB of one-byte opcodes would take half a minute. It is capped at MAX_PICKLE_BYTES (at most 0.9 s; a test's
+    observation has a few hundred bytes of it, 100,000 numbers in lists 270 kB)."""
     with zipfile.ZipFile(io.BytesIO(raw)) as archive:
         entries = archive.infolist()
+    pickled = sum(entry.file_size for entry in entries if entry.filename.endswith(".pkl"))
+    if pickled > MAX_PICKLE_BYTES:
+        raise ObservationError(f"its structure is {pickled:,} bytes, more than the {MAX_PICKLE_BYTES:,} allowed")
     packed = [entry.filename for entry in entries if entry.compress_type != zipfile.ZIP_STORED]
     if packed:
         raise ObservationError(f"expected the uncompressed archive torch.save writes, got {len(packed)} "

@@ -1,0 +1,73 @@
+"""A kernel's iopub messages as nbclient may process them: the learner's kernel writes them, the grader reads them.
+
+nbclient trusts what a kernel sends. A message type it does not know is logged with its name (the learner's text,
+escape characters included, on nbgrader's terminal); an error whose `ename` is not a string, or a stream whose
+`name` is not one, fails nbformat's validation and stops the grading of the whole notebook; a `status` without an
+`execution_state` raises KeyError. `checked(msg)` is what of a message reaches nbclient:
+
+- the kinds nbclient handles, with the fields it reads of the types it reads them as;
+- an output that nbformat would refuse becomes a short note in its place (an error stays an error, so a test cell
+  that raised still scores zero);
+- anything else is dropped, and nothing of it is logged.
+
+What cannot even be read as a message (a signature that does not match, content nested deeper than the JSON
+decoder goes) fails in jupyter_client, before it gets here: `SandboxedExecute` counts that kernel as no longer
+answering.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nbformat.v4 import output_from_msg
+
+OUTPUTS = frozenset({"stream", "display_data", "execute_result", "error", "update_display_data"})
+CONTROL = frozenset({"status", "clear_output", "execute_input", "comm_open", "comm_msg", "comm_close"})
+EXECUTION_STATES = frozenset({"starting", "busy", "idle"})
+MALFORMED_ERROR = {"ename": "MalformedError", "evalue": "the kernel sent an error that is not in nbformat's form",
+                   "traceback": []}
+MALFORMED_OUTPUT = {"name": "stderr", "text": "[an output that is not in nbformat's form was dropped]\n"}
+
+
+def checked(msg: Any) -> dict | None:
+    """`msg` as nbclient may process it, a well-formed stand-in for an output nbformat refuses, or None (dropped)."""
+    if not isinstance(msg, dict):
+        return None
+    header, content, msg_type = msg.get("header"), msg.get("content"), msg.get("msg_type")
+    if not (isinstance(header, dict) and isinstance(content, dict) and isinstance(msg_type, str)
+            and header.get("msg_type") == msg_type and msg_type in OUTPUTS | CONTROL):
+        return None
+    content = _plain_fields(content)
+    if msg_type == "execute_result":
+        content.setdefault("execution_count", None)
+    if msg_type == "status" and content.get("execution_state") not in EXECUTION_STATES:
+        return None
+    if msg_type in OUTPUTS and not _valid_output(msg_type, content):
+        if msg_type == "update_display_data":
+            return None
+        msg_type, content = ("error", MALFORMED_ERROR) if msg_type == "error" else ("stream", MALFORMED_OUTPUT)
+    return {**msg, "msg_type": msg_type, "header": {**header, "msg_type": msg_type}, "content": content}
+
+
+def _plain_fields(content: dict) -> dict:
+    """The content with the two fields nbclient reads of every message kept only when they are what it expects:
+    an execution count (an integer or None) and a transient display id (a string)."""
+    content = dict(content)
+    count = content.get("execution_count")
+    if "execution_count" in content and not (count is None or (type(count) is int and count >= 0)):
+        del content["execution_count"]
+    transient = content.get("transient")
+    if "transient" in content and not (isinstance(transient, dict) and set(transient) <= {"display_id"}
+                                       and isinstance(transient.get("display_id", ""), str)):
+        del content["transient"]
+    return content
+
+
+def _valid_output(msg_type: str, content: dict) -> bool:
+    """Whether nbformat makes an output of this message (its schema decides, as when the notebook is written)."""
+    as_output = "display_data" if msg_type == "update_display_data" else msg_type
+    try:
+        output_from_msg({"header": {"msg_type": as_output}, "content": content})
+    except Exception:                    # KeyError (a field missing), nbformat's ValidationError, RecursionError
+        return False
+    return True
