@@ -193,7 +193,8 @@ def test_no_hidden_test_line_reaches_a_cheats_feedback(cheated, assignment, chea
         assert line not in outputs, f"{cheat}: a hidden line in the autograded outputs: {line!r}"
         assert line not in feedback, f"{cheat}: a hidden line in the feedback: {line!r}"
         assert line not in whole, f"{cheat}: a hidden line in the autograded notebook (its metadata): {line!r}"
-    for secret_text in secret_texts(course, assignment):
+    for secret_text in secret_texts(course, assignment, nbformat.read(course / "autograded" / cheat / assignment /
+                                                                      notebook, as_version=4)):
         for where, text in (("autograded notebook", whole), ("feedback", feedback)):
             assert secret_text not in text, f"{cheat}: the course's secret or a SEED in the {where}: {secret_text!r}"
 
@@ -209,10 +210,13 @@ def strings_in(data) -> list[str]:
     return []
 
 
-def secret_texts(course: Path, assignment: str) -> list[str]:
-    """The course's secret (hex) and each hidden test's SEED of this assignment (decimal), as they would be written."""
+def secret_texts(course: Path, assignment: str, graded: nbformat.NotebookNode) -> list[str]:
+    """The course's secret (hex) and each hidden test's SEED of this assignment (decimal) for the notebook `graded`
+    (its code decides its seeds) and outside a notebook, as they would be written."""
     key = secret.read(course / "checks")
-    seeds = [secret.seed_for(key, assignment, path.stem) for path in (course / "checks" / assignment).glob("test_*.py")]
+    digest = secret.submission_digest(graded)
+    seeds = [secret.seed_for(key, assignment, path.stem, submission) for submission in ("", digest)
+             for path in (course / "checks" / assignment).glob("test_*.py")]
     return [key.hex(), *(str(seed) for seed in seeds)]
 
 

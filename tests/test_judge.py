@@ -7,6 +7,7 @@ from __future__ import annotations
 import linecache
 import textwrap
 
+import nbformat
 import pytest
 import torch
 from IPython import display as ipython_display
@@ -414,6 +415,42 @@ def test_seed_is_a_keyed_hash_of_the_secret_for_each_test(tmp_path):
     assert secret.seed_for(key, "ex", "test_a") == secret.seed_for(key, "ex", "test_a")
     assert secret.seed_for(bytes(16), "ex", "test_a") != secret.seed_for(key, "ex", "test_a")
     assert key.hex() not in str(seeds) and str(int.from_bytes(key, "big")) not in str(seeds)
+
+
+def test_each_submission_draws_its_own_hidden_inputs_and_a_regrade_the_same(tmp_path):
+    """What a submission learns of its hidden inputs (a side channel, its verdicts) is worth nothing to a changed one."""
+    key = bytes.fromhex(secret.make(tmp_path).read_text().strip())
+    first, changed = (secret.submission_digest(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(text)]))
+                      for text in ("def f(x):\n    return x\n", "def f(x):\n    return +x\n"))
+    assert secret.seed_for(key, "ex", "test_a", first) != secret.seed_for(key, "ex", "test_a", changed)
+    assert secret.seed_for(key, "ex", "test_a", first) == secret.seed_for(key, "ex", "test_a", first)
+    assert secret.seed_for(key, "ex", "test_a", first) != secret.seed_for(key, "ex", "test_a")
+
+
+def test_the_grader_draws_a_notebooks_hidden_inputs_from_what_its_learner_wrote(judge):
+    """SandboxedExecute gives each notebook's trials the digest of its code as graded: a changed answer or an added
+    cell, other hidden inputs; a markdown cell, none (it runs nothing)."""
+    from addnorm_grading.execute import SandboxedExecute
+    from traitlets.config import Config
+
+    def notebook(answer: str, added=None) -> nbformat.NotebookNode:
+        cells = [nbformat.v4.new_code_cell(answer, metadata={"nbgrader": {"solution": True, "grade_id": "answer"}}),
+                 added or nbformat.v4.new_markdown_cell("Notes"),
+                 nbformat.v4.new_code_cell(VISIBLE, metadata={"nbgrader": {"grade": True, "grade_id": "test_double",
+                                                                          "points": 1}})]
+        return nbformat.v4.new_notebook(cells=cells)
+
+    executor = SandboxedExecute(config=Config())
+    executor.judge = judge
+    resources = {"nbgrader": {"assignment": "ex"}}
+
+    def seed(nb) -> int:
+        return executor._prepare_trials(nb, resources)[2].namespace["SEED"]
+
+    first = seed(notebook("def double(x):\n    return 2 * x\n"))
+    assert first == seed(notebook("def double(x):\n    return 2 * x\n", nbformat.v4.new_markdown_cell("Mine")))
+    assert first != seed(notebook("def double(x):\n    return x + x\n"))
+    assert first != seed(notebook("def double(x):\n    return 2 * x\n", nbformat.v4.new_code_cell("# mine")))
 
 
 def test_a_check_that_runs_too_long_fails_that_test_and_says_so(judge):

@@ -27,11 +27,12 @@ from pathlib import Path
 
 from jupyter_client.kernelspec import KernelSpecManager
 from nbclient.exceptions import DeadKernelError
+from nbformat import from_dict
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode, default
 
-from addnorm_grading import kernel_messages, observation, sandbox, withheld, zygote
+from addnorm_grading import kernel_messages, observation, sandbox, secret, withheld, zygote
 from addnorm_grading.course import SandboxLimits, read_course
 from addnorm_grading.judge import CPU_SECONDS, Judge, JudgeError, Trial
 from addnorm_grading.verdicts import (SPLIT, is_test_cell, kernel_failure, message_from_outputs, record_split,
@@ -145,21 +146,20 @@ class SandboxedExecute(BudgetedExecute):
 
     def _update_display_id(self, display_id, msg):
         """An update of earlier outputs (`update_display_data`, or a display with the same id) lands in every output
-        of that id: counted as that many outputs against the notebook's cap, refused past it; never an
+        of that id still there: counted as that many outputs against the notebook's cap, refused past it; never an
         observation's, and never one in an observation's place."""
-        targets = sum(len(indexes) for indexes in self._display_id_map.get(display_id, {}).values())
-        data = msg["content"].get("data")
-        if not targets or observation.MIME in (data if isinstance(data, dict) else {}):
-            return None
-        outputs = [self.nb.cells[cell]["outputs"][i] for cell, indexes in self._display_id_map[display_id].items()
+        targets = [self.nb.cells[cell].outputs[i] for cell, indexes in self._display_id_map.get(display_id, {}).items()
                    for i in indexes if i < len(self.nb.cells[cell].get("outputs", []))]
-        if any(observation.MIME in output.get("data", {}) for output in outputs):
-            return None
-        size = len(str(msg["content"])) * targets
+        content = msg["content"]                      # a valid display (addnorm_grading.kernel_messages.checked)
+        if not targets or any(observation.MIME in data for data in [content["data"], *(t.get("data", {})
+                                                                                        for t in targets)]):
+            return
+        size = len(str(content)) * len(targets)
         if self._notebook_chars + size > NOTEBOOK_OUTPUT_CHARS:
-            return None
+            return
         self._notebook_chars += size
-        return super()._update_display_id(display_id, msg)
+        for output in targets:
+            output["data"], output["metadata"] = from_dict(content["data"]), from_dict(content["metadata"])
 
     def _observation_output(self, outs, msg, display_id, cell_index):
         """The first observation of an observing cell, if the judge can read its size, is kept whole. Any other
@@ -275,12 +275,13 @@ class SandboxedExecute(BudgetedExecute):
         cannot be judged (the instructor's mistake) is logged and gets its verdict now."""
         trials, helpers = {}, _helpers(nb)
         assignment = (resources or {}).get("nbgrader", {}).get("assignment", "")
+        submission = secret.submission_digest(nb)          # each submission its own hidden inputs
         for index, cell in enumerate(nb.cells):
             if not (is_test_cell(cell) and self.judge.judges(cell.source)):
                 continue
             grade_id = cell.metadata["nbgrader"]["grade_id"]
             try:
-                trials[index] = self.judge.trial(assignment, grade_id, cell.source, helpers)
+                trials[index] = self.judge.trial(assignment, grade_id, cell.source, helpers, submission)
             except JudgeError as error:
                 self.log.error("Test %s cannot be judged: %s", grade_id, error)
                 self._verdicts[index] = f"this test could not be run (a mistake in the course's tests: {grade_id})"
@@ -288,11 +289,11 @@ class SandboxedExecute(BudgetedExecute):
 
     def _decide(self, hidden: "HiddenRun") -> None:
         """Every judged test's verdicts, from what the two kernels observed (in this process, never the kernels')."""
-        learner_text = self._learner_text()
+        learner = learner_text(self.nb)
         for index, trial in self._trials.items():
             visible_outputs = self._visible.get(index, [])
             hidden_outputs = hidden.outputs.get(index, [])
-            verdicts = trial.verdicts(visible_outputs, hidden_outputs, learner_text,
+            verdicts = trial.verdicts(visible_outputs, hidden_outputs, learner,
                                       kernel_failure(visible_outputs), kernel_failure(hidden_outputs),
                                       cpu_seconds=self.judge_seconds)
             for error in trial.errors:
@@ -380,13 +381,6 @@ class SandboxedExecute(BudgetedExecute):
         self._visible[index] = probe.outputs
         return cell, resources
 
-    def _learner_text(self) -> str:
-        """The learner's own cells (their solution cells and cells they added): where a quoted string may come from."""
-        def own(cell):
-            meta = cell.metadata.get("nbgrader", {})
-            return meta.get("solution", False) or not meta
-        return "\n".join(cell.source for cell in self.nb.cells if own(cell))
-
     def _run_cell(self, cell, resources, index):
         if self._kernel_died:
             cell.outputs = [_error("KernelDied", "not run: the kernel stopped in an earlier cell")]
@@ -455,6 +449,14 @@ class HiddenRun(threading.Thread):
                                  type(error).__name__, str(error)[:300])
         self.outputs = {index: self.nb.cells[index].get("outputs", []) for index in self.trials
                         if index in executor._ran}
+
+
+def learner_text(nb) -> str:
+    """The learner's own cells (their solution cells and cells they added): where a quoted string may come from."""
+    def own(cell):
+        meta = cell.metadata.get("nbgrader", {})
+        return meta.get("solution", False) or not meta
+    return "\n".join(cell.source for cell in nb.cells if own(cell))
 
 
 def _helpers(nb) -> str:

@@ -130,10 +130,11 @@ class Judge:
         """Whether a test cell is written in sections (then this judge decides its verdict)."""
         return Sections.parse(source).judged
 
-    def trial(self, assignment: str, grade_id: str, source: str, helpers: str = "") -> "Trial":
+    def trial(self, assignment: str, grade_id: str, source: str, helpers: str = "", submission: str = "") -> "Trial":
         """Prepare one test: its inputs made, its two kernels' code written. `source` is the instructor's test cell,
         `helpers` the notebook's locked helpers cell, whose `# [check]` section (helpers the checks use) runs here
-        too; the rest of it ran in the kernels, as a cell of the notebook."""
+        too; the rest of it ran in the kernels, as a cell of the notebook. `submission`: the notebook's
+        `secret.submission_digest`, which the hidden inputs are drawn with."""
         where = f"{assignment}/{grade_id}"
         visible = Sections.parse(source)
         shared_helpers = Sections.parse(helpers)
@@ -150,7 +151,8 @@ class Judge:
         public = {"__name__": "addnorm_judge"}
         for part, code in (("helpers", helper_code), ("preamble", visible.preamble), ("inputs", visible.parts["inputs"])):
             _run(code, public, f"{where} {part}")
-        namespace = {"__name__": "addnorm_judge", "SEED": secret.seed_for(self.secret, assignment, grade_id)}
+        namespace = {"__name__": "addnorm_judge",
+                     "SEED": secret.seed_for(self.secret, assignment, grade_id, submission)}
         for part, code in (("helpers", helper_code), ("preamble", visible.preamble), (SHARED, shared),
                            ("hidden preamble", hidden.preamble), ("inputs", visible.parts["inputs"]),
                            ("hidden inputs", hidden.parts["inputs"])):

@@ -1,8 +1,10 @@
 """The course's secret: a random value made once per course folder and never committed; hidden inputs come from it.
 
 The hidden checks draw their inputs from `SEED` (`torch.manual_seed(SEED + 3)`). `SEED` is not the secret: each
-test gets its own, a keyed hash (HMAC-SHA256) of the secret and the test's name, so no hidden input, and no number
-of a hidden test, reveals the secret or another test's inputs.
+test of each submission gets its own, a keyed hash (HMAC-SHA256) of the secret, the test's name and the digest of
+the notebook's code as graded (`submission_digest`), so no hidden input, and no number of a hidden test, reveals the
+secret or another test's inputs; and what a submission learns of its hidden inputs (through a side channel, or by
+the verdicts it got) is worth nothing to a changed one. The same notebook graded again gets the same inputs.
 
     make secret                                   # checks/secret for this repository's course (once)
     python -m addnorm_grading.secret [COURSE]     # the same for a course folder of your own
@@ -62,10 +64,23 @@ def read(checks: Path) -> bytes:
     return value
 
 
-def seed_for(secret: bytes, assignment: str, grade_id: str) -> int:
-    """The `SEED` of one hidden test: HMAC-SHA256(secret, "assignment/grade_id"), cut to SEED_BITS bits."""
-    digest = hmac.new(secret, f"{assignment}/{grade_id}".encode("utf-8"), hashlib.sha256).digest()
+def seed_for(secret: bytes, assignment: str, grade_id: str, submission: str = "") -> int:
+    """The `SEED` of one hidden test: HMAC-SHA256(secret, "assignment/grade_id/submission"), cut to SEED_BITS bits.
+    `submission`: the `submission_digest` of the notebook graded ("" for a test outside one)."""
+    message = f"{assignment}/{grade_id}" + (f"/{submission}" if submission else "")
+    digest = hmac.new(secret, message.encode("utf-8"), hashlib.sha256).digest()
     return int.from_bytes(digest[:8], "big") >> (64 - SEED_BITS)
+
+
+def submission_digest(nb) -> str:
+    """What identifies a submission for its hidden inputs: SHA-256 of its code cells as graded (after nbgrader has
+    put the locked cells and tests back: what the learner wrote is what differs), each cell's length first."""
+    digest = hashlib.sha256()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            source = cell.source.encode("utf-8")
+            digest.update(len(source).to_bytes(8, "big") + source)
+    return digest.hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:
