@@ -453,6 +453,61 @@ def test_the_grader_draws_a_notebooks_hidden_inputs_from_what_its_learner_wrote(
     assert first != seed(notebook("def double(x):\n    return 2 * x\n", nbformat.v4.new_code_cell("# mine")))
 
 
+def test_a_hidden_message_that_only_ends_with_the_graders_words_is_not_kept(judge):
+    """The hidden kernel names its object's type; the visible check, run again on the hidden observations, formats
+    it. A type named "<what it saw>: <a grader failure's words>" once kept the whole message, leak included."""
+    from addnorm_grading.verdicts import GRADER_FAILURES, kernel_failure
+
+    words = GRADER_FAILURES["KernelUnresponsive"]
+    learner = (f"import torch\ndef double(x):\n    if 'y' in globals():\n"
+               f"        return type(str(round(float(globals()['y'][0, 0]), 4)) + ': ' + {words!r}, (), {{}})()\n"
+               f"    return 2 * x\n")
+    result = verdicts(judge, learner)
+    assert result.visible is None and result.hidden == HIDDEN_FAILED, result
+    failure = kernel_failure([{"output_type": "error", "ename": "KernelUnresponsive"}])
+    assert judge.trial("ex", "test_double", VISIBLE)._words(failure) == failure, "the grader's own failure is kept"
+
+
+def test_a_kernels_cut_text_is_completed_only_from_the_visible_tests_strings(tmp_path):
+    """A visible exception's text of 20 characters or more is completed to a course message it begins: never to a
+    string of the hidden observing lines, which the visible kernel never saw."""
+    checks = tmp_path / "checks"
+    (checks / "ex").mkdir(parents=True)
+    secret.make(checks)
+    hidden_string = "a hidden probe's own message, that the learner has never seen anywhere"
+    (checks / "ex" / "test_double.py").write_text(HIDDEN.replace("hidden_out = double(y)",
+                                                                 f"hidden_out = double(y)\nnote = {hidden_string!r}"))
+    learner = "def double(x):\n    raise ValueError('a hidden probe' + \"'s own message\")\n"
+    result = verdicts(Judge(tmp_path), learner)
+    assert "never seen" not in result.visible and "raised ValueError" in result.visible, result.visible
+
+
+def test_a_hidden_line_the_learner_wrote_is_quoted_back_as_written(judge):
+    """Blanking a hidden line inside the learner's own text would tell them their guess is one (an oracle); a
+    hidden line they did not write stays blank."""
+    line = "assert torch.equal(hidden_out, 2 * y), \"double must work for every shape (the secret test says so)\""
+    trial = judge.trial("ex", "test_double", VISIBLE)
+    assert line in trial.hidden_lines
+    mine = f"guess = {line!r}"
+    assert line in trial._safe(f"yours: {line}", set(), learner_text=mine)
+    assert line not in trial._safe(f"yours: {line}", set(), learner_text="def double(x): ...")
+
+
+def test_a_file_beside_the_notebook_is_part_of_what_draws_its_hidden_inputs(tmp_path):
+    """A cell can run code from another file of its submission (`exec(open('notes.txt').read())`): the digest reads
+    every file the kernels get, never a notebook (the code cells count) and never what a link points to."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("exec(open('notes.txt').read())")])
+    (tmp_path / "notes.txt").write_text("print(1)")
+    (tmp_path / "other.ipynb").write_text("{}")
+    (tmp_path / "link").symlink_to("/etc/hostname")
+    first = secret.submission_digest(nb, tmp_path)
+    (tmp_path / "other.ipynb").write_text('{"cells": []}')
+    assert secret.submission_digest(nb, tmp_path) == first
+    (tmp_path / "notes.txt").write_text("print(2)")
+    assert secret.submission_digest(nb, tmp_path) != first
+    assert secret.submission_digest(nb) != secret.submission_digest(nb, tmp_path)
+
+
 def test_a_check_that_runs_too_long_fails_that_test_and_says_so(judge):
     source = VISIBLE.replace("# [check]\n", "# [check]\nwhile True:\n    pass\n")
     trial = judge.trial("ex", "test_double", source)

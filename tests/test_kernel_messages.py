@@ -139,3 +139,29 @@ def test_an_update_never_writes_or_replaces_an_observation(executor):
                            display("o", "replaced", update=True)])
     assert executor.nb.cells[0].outputs[0]["data"] == {"text/plain": "small"}
     assert executor.nb.cells[1].outputs[0]["data"] == observed
+
+
+@pytest.mark.parametrize("content, ename", [
+    ({"status": "error", "ename": ["FORGED"], "evalue": "", "traceback": []}, "MalformedError"),
+    ({"status": "error", "ename": "E", "evalue": "v", "traceback": ["t" * 10, 5]}, "MalformedError"),
+    ("not a dict", "MalformedError"),
+    ({"status": "error", "ename": "ValueError", "evalue": "v", "traceback": ["line"]}, "ValueError"),
+])
+def test_an_error_reply_is_copied_into_the_cell_only_in_nbformats_form(executor, content, ename):
+    """nbgrader copies an error reply's ename, evalue and traceback into the cell when no error output has that
+    ename; the kernel writes the reply (a non-string ename stopped the grading of the notebook)."""
+    cell = executor.nb.cells[0]
+    executor.on_cell_executed(cell=cell, cell_index=0, execute_reply={"content": content})
+    assert [o["ename"] for o in cell.outputs] == [ename]
+    nbformat.validate(executor.nb)
+
+
+def test_a_replys_long_traceback_is_cut_to_its_first_line(executor):
+    cell = executor.nb.cells[0]
+    reply = {"content": {"status": "error", "ename": "E", "evalue": "v", "traceback": ["x" * 1_000_000] * 200}}
+    executor.on_cell_executed(cell=cell, cell_index=0, execute_reply=reply)
+    assert cell.outputs[0]["traceback"] == ["E: v"]
+    assert kernel_messages.checked_reply({"status": "made up", "execution_count": "n"}) == {
+        "status": "error", **kernel_messages.MALFORMED_ERROR}
+    assert kernel_messages.checked_reply({"status": "ok", "execution_count": 3, "payload": ["x"]}) == {
+        "status": "ok", "execution_count": 3}

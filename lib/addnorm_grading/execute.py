@@ -116,6 +116,14 @@ class SandboxedExecute(BudgetedExecute):
         msg = kernel_messages.checked(msg)
         return None if msg is None else super().process_message(msg, cell, cell_index)
 
+    def on_cell_executed(self, **kwargs):
+        """nbgrader's hook on the reply to a cell, after the reply is made what `kernel_messages.checked_reply` lets
+        through (a forged one with a non-string ename stopped the grading; a 200 MB traceback went into the cell)."""
+        reply = kwargs.get("execute_reply")
+        if isinstance(reply, dict):
+            reply["content"] = kernel_messages.checked_reply(reply.get("content"))
+        return super().on_cell_executed(**kwargs)
+
     def output(self, outs, msg, display_id, cell_index):
         """Keep a cell's outputs, up to OUTPUT_CHARS characters (one line of 10 MB counts as what it is: nbgrader's
         LimitOutput counts lines), and the notebook's up to NOTEBOOK_OUTPUT_CHARS; past them, one note, and the rest
@@ -275,7 +283,8 @@ class SandboxedExecute(BudgetedExecute):
         cannot be judged (the instructor's mistake) is logged and gets its verdict now."""
         trials, helpers = {}, _helpers(nb)
         assignment = (resources or {}).get("nbgrader", {}).get("assignment", "")
-        submission = secret.submission_digest(nb)          # each submission its own hidden inputs
+        folder = (resources or {}).get("metadata", {}).get("path")     # the kernels' working folder, staged
+        submission = secret.submission_digest(nb, Path(folder) if folder else None)   # its own hidden inputs
         for index, cell in enumerate(nb.cells):
             if not (is_test_cell(cell) and self.judge.judges(cell.source)):
                 continue

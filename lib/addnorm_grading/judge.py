@@ -82,7 +82,9 @@ def cpu_limit(seconds: float | None):
         signal.signal(signal.SIGPROF, previous)
 
 
-GRADER_WORDS = set(GRADER_FAILURES.values())   # a dead kernel or a timeout, said by the grading side
+# a dead kernel or a timeout, said by the grading side, whole (`verdicts.kernel_failure`): a message that only ends
+# with these words may have been written by the hidden kernel (a type name of its choosing before them)
+GRADER_MESSAGES = {f"{name}: {words}" for name, words in GRADER_FAILURES.items()}
 
 
 class JudgeError(RuntimeError):
@@ -174,7 +176,8 @@ class Judge:
         hidden_code = _kernel_code(inputs, observing, names, resume_at)
         hidden_lines = {line.strip() for line in (hidden_text + "\n" + shared).splitlines()
                         if len(line.strip()) >= SAFETY_LINE}
-        messages = {text for code in (observing, helpers) for text in _strings(code) if len(text) >= 20}
+        # the visible verdict may complete a kernel's cut text to one of these: never to a hidden observing string
+        messages = {text for code in (visible_observing, helpers) for text in _strings(code) if len(text) >= 20}
         words = set().union(*(_strings(code) for code in (source, helpers, hidden_text, shared)))
         return Trial(where, visible, hidden, public, namespace, visible_names, names, visible_observing.splitlines(),
                      observing.splitlines(), head.count("\n") + 1, visible_code, hidden_code, hidden_lines, messages,
@@ -283,7 +286,7 @@ class Trial:
         namespace = dict(self.public, **seen.values)
         if seen.raised is not None:
             return self._raised_message(seen.raised, learner_text, namespace, seen.unsafe)
-        return self._check(self.visible.parts["check"], namespace, seen.unsafe)
+        return self._check(self.visible.parts["check"], namespace, seen.unsafe, learner_text)
 
     def _hidden(self, outputs: list, learner_text: str, failure: str | None) -> tuple[str | None, bool]:
         """The hidden verdict, on the hidden kernel's observations, and whether a diagnosis gave it; its messages are
@@ -311,7 +314,7 @@ class Trial:
         code (or a grader's own failure); anything else (a value formatted into it) becomes HIDDEN_FAILED."""
         if message is None:
             return None
-        if message in self.words or message.split(": ", 1)[-1] in GRADER_WORDS:
+        if message in self.words or message in GRADER_MESSAGES:
             return message
         return HIDDEN_FAILED
 
@@ -340,12 +343,12 @@ class Trial:
             return None
         return None
 
-    def _check(self, source: str, namespace: dict, unsafe: set[str]) -> str | None:
+    def _check(self, source: str, namespace: dict, unsafe: set[str], learner_text: str = "") -> str | None:
         """Run checks in the judge: None when they pass, else the message of the first that fails."""
         try:
             exec(compile(source, f"<{self.name}: check>", "exec"), namespace)
         except AssertionError as error:
-            return self._safe(str(error) or "a check failed", unsafe)
+            return self._safe(str(error) or "a check failed", unsafe, learner_text)
         except Exception as error:             # an observation of an unexpected kind, or a mistake in the check
             # for the grading log: the class only, which is the judge's; its text may hold what a kernel chose
             self.errors.append(f"{self.name}: {type(error).__name__} in a check")
@@ -372,15 +375,17 @@ class Trial:
             what, hint = (evaluate(node, namespace) for node in helper)
             if what:
                 message = f"{what} raised {name}{where}" + (f": {said}. " if said else ". ") + (hint or "")
-                return self._safe(message.strip(), unsafe)
+                return self._safe(message.strip(), unsafe, learner_text)
         lines_ = self.visible_observing_lines
         call = without_comment(lines_[at - 1]) if 0 < at <= len(lines_) else ""
         what = f"`{call}`" if call else "Your code"
-        return self._safe(f"{what} raised {name}{where}" + (f": {said}" if said else ""), set())
+        return self._safe(f"{what} raised {name}{where}" + (f": {said}" if said else ""), set(), learner_text)
 
-    def _safe(self, message: str, unsafe: set[str]) -> str:
-        """The message with no string the learner's process made up and no line of the hidden test."""
+    def _safe(self, message: str, unsafe: set[str], learner_text: str = "") -> str:
+        """The message with no string the learner's process made up and no line of the hidden test — except a line
+        the learner wrote in their own cells: blanking it would tell them that their guess is a hidden line."""
         message = redact(message, unsafe)
         for line in self.hidden_lines:
-            message = message.replace(line, "…")
+            if line not in learner_text:
+                message = message.replace(line, "…")
         return message

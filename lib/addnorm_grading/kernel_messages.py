@@ -10,6 +10,9 @@ escape characters included, on nbgrader's terminal); an error whose `ename` is n
   that raised still scores zero);
 - anything else is dropped, and nothing of it is logged.
 
+The reply on the shell channel is the kernel's too: `checked_reply` is what of it nbclient and nbgrader read (nbgrader
+copies an error reply's `ename`, `evalue` and `traceback` into the cell when no error output has that `ename`).
+
 What cannot even be read as a message (a signature that does not match, content nested deeper than the JSON
 decoder goes) fails in jupyter_client, before it gets here: `SandboxedExecute` counts that kernel as no longer
 answering.
@@ -27,6 +30,7 @@ EXECUTION_STATES = frozenset({"starting", "busy", "idle"})
 MALFORMED_ERROR = {"ename": "MalformedError", "evalue": "the kernel sent an error that is not in nbformat's form",
                    "traceback": []}
 MALFORMED_OUTPUT = {"name": "stderr", "text": "[an output that is not in nbformat's form was dropped]\n"}
+REPLY_CHARS = 100_000        # of an error reply's text, which nbgrader copies into the cell as an error output
 
 
 def checked(msg: Any) -> dict | None:
@@ -71,3 +75,26 @@ def _valid_output(msg_type: str, content: dict) -> bool:
     except Exception:                    # KeyError (a field missing), nbformat's ValidationError, RecursionError
         return False
     return True
+
+
+def checked_reply(content: Any) -> dict:
+    """An execute_reply's content as nbclient and nbgrader read it: a status ("ok", "error" or "aborted"), an
+    execution count if it is one, and for an error an ename, an evalue and a traceback of strings, at most
+    REPLY_CHARS of them (else the traceback is only its first line)."""
+    if not isinstance(content, dict):
+        return {"status": "error", **MALFORMED_ERROR}
+    status = content.get("status")
+    checked = {"status": status if status in ("ok", "error", "aborted") else "error"}
+    count = content.get("execution_count")
+    if type(count) is int and count >= 0:
+        checked["execution_count"] = count
+    if checked["status"] != "error":
+        return checked
+    ename, evalue, traceback = (content.get(key) for key in ("ename", "evalue", "traceback"))
+    if not (isinstance(ename, str) and isinstance(evalue, str) and isinstance(traceback, list)
+            and all(isinstance(line, str) for line in traceback)):
+        return {**checked, **MALFORMED_ERROR}
+    ename, evalue = ename[:REPLY_CHARS], evalue[:REPLY_CHARS]
+    if len(ename) + len(evalue) + sum(map(len, traceback)) > REPLY_CHARS:
+        traceback = [f"{ename}: {evalue}"[:REPLY_CHARS]]
+    return {**checked, "ename": ename, "evalue": evalue, "traceback": traceback}

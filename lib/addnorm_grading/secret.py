@@ -72,14 +72,31 @@ def seed_for(secret: bytes, assignment: str, grade_id: str, submission: str = ""
     return int.from_bytes(digest[:8], "big") >> (64 - SEED_BITS)
 
 
-def submission_digest(nb) -> str:
+def submission_digest(nb, folder: Path | None = None) -> str:
     """What identifies a submission for its hidden inputs: SHA-256 of its code cells as graded (after nbgrader has
-    put the locked cells and tests back: what the learner wrote is what differs), each cell's length first."""
+    put the locked cells and tests back: what the learner wrote is what differs), and of every other file of its
+    `folder` that its kernels get (`sandbox.staged_files`: a cell may run code from one), each part's length first."""
+    from addnorm_grading.sandbox import staged_files
+
     digest = hashlib.sha256()
+
+    def part(data: bytes) -> None:
+        digest.update(len(data).to_bytes(8, "big") + data)
+
     for cell in nb.cells:
         if cell.cell_type == "code":
-            source = cell.source.encode("utf-8")
-            digest.update(len(source).to_bytes(8, "big") + source)
+            part(cell.source.encode("utf-8"))
+    for path in staged_files(folder) if folder else []:
+        part(str(path.relative_to(folder)).encode("utf-8", "surrogateescape"))
+        if path.is_symlink():                         # the link itself, never what it points to
+            part(b"link:" + os.readlink(path).encode("utf-8", "surrogateescape"))
+        elif path.is_file():                          # a regular file, read in pieces (it may be large)
+            digest.update(path.stat().st_size.to_bytes(8, "big"))
+            with path.open("rb") as file:
+                for chunk in iter(lambda: file.read(1 << 20), b""):
+                    digest.update(chunk)
+        else:                                         # a FIFO or a device: never opened
+            part(b"special")
     return digest.hexdigest()
 
 
