@@ -159,8 +159,9 @@ class SandboxedExecute(BudgetedExecute):
         targets = [self.nb.cells[cell].outputs[i] for cell, indexes in self._display_id_map.get(display_id, {}).items()
                    for i in indexes if i < len(self.nb.cells[cell].get("outputs", []))]
         content = msg["content"]                      # a valid display (addnorm_grading.kernel_messages.checked)
-        if not targets or any(observation.MIME in data for data in [content["data"], *(t.get("data", {})
-                                                                                        for t in targets)]):
+        if not targets or observation.MIME in content["data"]:
+            return
+        if any(observation.MIME in target.get("data", {}) for target in targets):
             return
         size = len(str(content)) * len(targets)
         if self._notebook_chars + size > NOTEBOOK_OUTPUT_CHARS:

@@ -14,8 +14,8 @@ Exit status 1 when any student's grading failed (the log is printed); the other 
 Who failed is read from what nbgrader leaves, never from its log: a student is graded when nbgrader exited 0, or
 when their autograded folder was written by this run (nbgrader removes the folder of a submission it could not
 grade). The log holds lines that a learner's kernel can make nbgrader print; it is only shown, with its control
-characters replaced. A batch whose run failed is run again for its students not graded (a gradebook locked by
-another process is the usual reason), up to RETRIES times.
+characters replaced. A student that a batch's run did not grade (a gradebook locked by another process is the
+usual reason) is graded again alone, up to RETRIES runs in all.
 """
 
 from __future__ import annotations

@@ -57,14 +57,19 @@ def _plain_fields(content: dict) -> dict:
     """The content with the two fields nbclient reads of every message kept only when they are what it expects:
     an execution count (an integer or None) and a transient display id (a string)."""
     content = dict(content)
-    count = content.get("execution_count")
-    if "execution_count" in content and not (count is None or (type(count) is int and count >= 0)):
+    if "execution_count" in content and not (content["execution_count"] is None
+                                             or _is_count(content["execution_count"])):
         del content["execution_count"]
     transient = content.get("transient")
     if "transient" in content and not (isinstance(transient, dict) and set(transient) <= {"display_id"}
                                        and isinstance(transient.get("display_id", ""), str)):
         del content["transient"]
     return content
+
+
+def _is_count(value: Any) -> bool:
+    """Whether `value` is an execution count as nbformat writes one (a bool is an int to Python, not to JSON)."""
+    return type(value) is int and value >= 0
 
 
 def _valid_output(msg_type: str, content: dict) -> bool:
@@ -85,9 +90,8 @@ def checked_reply(content: Any) -> dict:
         return {"status": "error", **MALFORMED_ERROR}
     status = content.get("status")
     checked = {"status": status if status in ("ok", "error", "aborted") else "error"}
-    count = content.get("execution_count")
-    if type(count) is int and count >= 0:
-        checked["execution_count"] = count
+    if _is_count(content.get("execution_count")):
+        checked["execution_count"] = content["execution_count"]
     if checked["status"] != "error":
         return checked
     ename, evalue, traceback = (content.get(key) for key in ("ename", "evalue", "traceback"))

@@ -22,7 +22,6 @@ else of the machine: not the course folder (solutions/, gradebook.db, other stud
 
 from __future__ import annotations
 
-import fnmatch
 import importlib.util
 import json
 import os
@@ -40,7 +39,7 @@ from addnorm_grading.course import SandboxLimits, read_course
 SETTINGS_FILE = "sandbox.json"      # the limits and what to hide, from the grader, above the connection folder
 KERNEL_FOLDER = "kernel"            # the connection folder: connection file, sockets, staged files
 STAGED = "files"                    # the submission's files, next to the connection file, copied into the scratch
-NOT_STAGED = ("*.ipynb", ".ipynb_checkpoints")      # what of a submission folder its kernels never see
+NOT_STAGED = shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints")   # what of a submission its kernels never see
 ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group", "nsswitch.conf",
              "fonts", "alternatives", "mime.types"]
 KEPT_VARIABLES = ["LANG", "LC_ALL", "TZ", "PYTHONHASHSEED", "TQDM_DISABLE", "MPLBACKEND"]
@@ -291,21 +290,18 @@ def _wait_for_program(init: int, argv: list[str], process: subprocess.Popen, sec
 
 def stage_submission(submission: Path, connection_dir: Path) -> None:
     """Copy the submission folder's files, but no notebook, next to the connection file (symlinks stay links)."""
-    shutil.copytree(submission, connection_dir / STAGED, symlinks=True, ignore=shutil.ignore_patterns(*NOT_STAGED))
+    shutil.copytree(submission, connection_dir / STAGED, symlinks=True, ignore=NOT_STAGED)
 
 
 def staged_files(submission: Path) -> list[Path]:
     """The files of a submission folder that `stage_submission` copies for its kernels, and its symlinks, sorted."""
     found = []
     for folder, folders, names in os.walk(submission):          # symlinks to folders are listed, not entered
-        folders[:] = [name for name in folders if not _not_staged(name)]
+        ignored = NOT_STAGED(folder, folders + names)            # what copytree leaves out, asked the same way
+        folders[:] = [name for name in folders if name not in ignored]
         links = [name for name in folders if Path(folder, name).is_symlink()]
-        found += [Path(folder, name) for name in names + links if not _not_staged(name)]
+        found += [Path(folder, name) for name in names + links if name not in ignored]
     return sorted(found)
-
-
-def _not_staged(name: str) -> bool:
-    return any(fnmatch.fnmatch(name, pattern) for pattern in NOT_STAGED)
 
 
 def hand_connection_files_to_grader(connection_file: Path, grader_user: str) -> None:

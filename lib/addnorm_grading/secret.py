@@ -19,6 +19,8 @@ import secrets
 import sys
 from pathlib import Path
 
+from addnorm_grading.sandbox import staged_files
+
 FILE = "secret"               # checks/secret: the secret as hex text, readable by its owner only
 BYTES = 32                    # 256 random bits
 MIN_BYTES = 16                # a secret of fewer than 128 bits is refused
@@ -76,8 +78,6 @@ def submission_digest(nb, folder: Path | None = None) -> str:
     """What identifies a submission for its hidden inputs: SHA-256 of its code cells as graded (after nbgrader has
     put the locked cells and tests back: what the learner wrote is what differs), and of every other file of its
     `folder` that its kernels get (`sandbox.staged_files`: a cell may run code from one), each part's length first."""
-    from addnorm_grading.sandbox import staged_files
-
     digest = hashlib.sha256()
 
     def part(data: bytes) -> None:
