@@ -48,7 +48,7 @@ c.SandboxedExecute.course_file = str(course.root / "course.toml")
 c.ExecutePreprocessor.timeout = 60                  # seconds per cell; a longer one is interrupted, the rest still runs
 c.ExecutePreprocessor.interrupt_on_timeout = True
 c.ExecutePreprocessor.startup_timeout = 120         # a cold kernel that imports torch can be slow to start
-c.BudgetedExecute.notebook_timeout = 300            # seconds per notebook; past it, each remaining cell gets 1 s
+c.BudgetedExecute.notebook_timeout = 300            # seconds per notebook; past it, no cell runs (NotebookTimeout)
 c.Execute.extra_arguments = ["--InteractiveShell.xmode=Plain"]   # short tracebacks: the message, not the tests
 c.Execute.shutdown_kernel = "immediate"             # a graded kernel has nothing to save (a graceful stop: ~0.6 s)
 c.LimitOutput.max_lines = 1000                      # a runaway print cannot bloat the graded notebook
@@ -60,3 +60,7 @@ c.GenerateFeedback.preprocessors = [
     "addnorm_grading.feedback.ClearHiddenTestsOfTests", "addnorm_grading.tracebacks.CleanTracebacks",
     "addnorm_grading.tracebacks.WrapErrorMessages", "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
 c.Validator.width = 100                             # `nbgrader validate` wraps its messages at this width
+
+# --- every command: what a submission chose (file names, outputs) never acts on a terminal or a browser
+c.Application.logging_config = {"formatters": {"console": {"class": "addnorm_grading.printable.PrintableFormatter"}}}
+c.HTMLExporter.sanitize_html = True                 # feedback and formgrader: no script or raw HTML from outputs

@@ -580,6 +580,28 @@ def test_grading_twice_gives_identical_scores(graded):
     assert len(before) == expected and {k: again[k] for k in before} == before
 
 
+def test_cells_past_the_notebook_budget_are_not_run(graded):
+    """Thirty endless cells above the tests: once the notebook's budget is spent, no cell is sent to a kernel any
+    more (each used to get a second in each kernel: thousands of them were hours), and each says why."""
+    course = graded["course"]
+    text = submissions.solution_text("02_layer_norm")
+    for _ in range(30):
+        text = submissions.with_cell_before_tests(text, "while True:\n    pass")
+    submit_notebook(course, "spin", "02_layer_norm", text)
+    result = coursework.run_nbgrader(["autograde", "02_layer_norm", "--student=spin", "--force",
+                                      "--ExecutePreprocessor.timeout=2", "--BudgetedExecute.notebook_timeout=4"],
+                                     course)
+    interrupted = re.findall(r"Timeout waiting for execute reply", result.stderr + result.stdout)
+    assert 2 <= len(interrupted) <= 2 * 3, len(interrupted)           # two kernels, a few cells each, not 60
+    nb = nbformat.read(course / "autograded" / "spin" / "02_layer_norm" / f"{ASSIGNMENTS['02_layer_norm']}.ipynb",
+                       as_version=4)
+    not_run = [cell for cell in nb.cells if any(o.get("ename") == "NotebookTimeout" for o in cell.get("outputs", []))]
+    assert len(not_run) >= 25, len(not_run)
+    tests = [cell for cell in nb.cells if is_test_cell(cell)]
+    assert tests and all("time limit" in str(cell.outputs) for cell in tests), [c.outputs for c in tests]
+    assert score(coursework.scores(course), "spin", "02_layer_norm")["code"] == 0
+
+
 def test_the_notebook_time_budget_cuts_a_hanging_notebook_short(graded):
     """With a 20 s budget per notebook, the looping cell is interrupted before its 60 s per-cell limit."""
     course = graded["course"]

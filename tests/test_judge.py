@@ -12,9 +12,12 @@ import pytest
 import torch
 from IPython import display as ipython_display
 
+from addnorm_grading import judge as judge_module
 from addnorm_grading import observation, secret
-from addnorm_grading.judge import HIDDEN_FAILED, HIDDEN_NO_RESULT, HIDDEN_RAISED, Judge, JudgeError
+from addnorm_grading.judge import (HIDDEN_FAILED, HIDDEN_NO_RESULT, HIDDEN_RAISED, TOO_MANY_QUOTED, Judge,
+                                   JudgeError)
 from addnorm_grading.observation import MIME, ObservationError
+from addnorm_grading.quoting import quoted_strings
 from addnorm_grading.sections import Sections, assigned_names
 
 VISIBLE = textwrap.dedent('''\
@@ -405,6 +408,40 @@ def test_short_strings_the_learner_did_not_write_are_not_quoted(tmp_path):
     message = judged(trial, learner).visible
     assert message.startswith("expected one parameter, weight; yours are [") and "'im'" not in message
     assert "impo" not in message and "'rt'" not in message and "'x'" in message
+
+
+NAMES_CHECK = textwrap.dedent('''\
+    # [observe]
+    names = tuple_names()
+    # [check]
+    assert names[:1] == ["weight"], f"expected weight first; yours start {names[:COUNT]}"
+''')
+
+
+def test_only_the_strings_a_message_holds_are_looked_up_in_the_learners_text(tmp_path, monkeypatch):
+    """20,000 distinct names from the kernel beside a learner text near its 200,000-character cap: only the names
+    the message quotes are looked up there (each look-up can cost a millisecond; 11,000 of them cost 83 s)."""
+    (tmp_path / "checks" / "ex").mkdir(parents=True)
+    secret.make(tmp_path / "checks")
+    trial = Judge(tmp_path).trial("ex", "test_double", NAMES_CHECK.replace("COUNT", "2"))
+    learner = ("def tuple_names():\n    return ['b' + 'a' * 6 + str(i) + 'aaa' for i in range(20_000)]\n"
+               + "# " + "a" * 199_000 + "\n")
+    looked_up = []
+    monkeypatch.setattr(judge_module, "quoted_strings",
+                        lambda message, strings: looked_up.append(quoted_strings(message, strings)) or looked_up[-1])
+    message = judged(trial, learner).visible
+    assert message == "expected weight first; yours start […, …]", message
+    assert sum(len(found) for found in looked_up) == 2          # the two names it quotes, of 20,000
+
+
+def test_a_message_that_would_quote_too_many_of_the_kernels_strings_is_not_shown(tmp_path):
+    (tmp_path / "checks" / "ex").mkdir(parents=True)
+    secret.make(tmp_path / "checks")
+    trial = Judge(tmp_path).trial("ex", "test_double", NAMES_CHECK.replace("COUNT", "200"))
+    learner = "def tuple_names():\n    return ['n' + str(i) for i in range(150)]\n"
+    assert judged(trial, learner).visible == TOO_MANY_QUOTED
+    few = "def tuple_names():\n    return ['n' + str(i) for i in range(50)]\n"
+    assert judged(trial, few).visible.startswith("expected weight first; yours start […, …, ")
 
 
 def test_seed_is_a_keyed_hash_of_the_secret_for_each_test(tmp_path):

@@ -252,7 +252,7 @@ print()
     # settings the kernel wrote
     "reads_sandbox_settings": '''
 import glob
-connection = glob.glob("/tmp/addnorm-kernel-*/kernel/kernel.json")
+connection = glob.glob("/tmp/addnorm-kernel-*/kernel")                 # its own, bound there
 found = glob.glob("/tmp/**/sandbox.json", recursive=True)
 print("CONNECTION FOLDER SEEN", bool(connection), "SETTINGS FOUND", found)
 print("ATTEMPTED")
@@ -309,6 +309,41 @@ kernel.session.send(kernel.iopub_socket, "display_data", b"[" * 200_000 + b"]" *
 import time
 time.sleep(5)
 ''',
+    # input requests on the kernel's stdin socket, addressed to the grader's stdin channel (its identity is in every
+    # request's header), each 256 MB, the same buffer sent zero-copy: the kernel pays for it once. A client that
+    # listens on stdin keeps them all in the grader's memory, as nbclient never reads that channel
+    "floods_the_stdin_channel": '''
+import time
+kernel = get_ipython().kernel
+parent = kernel.get_parent("shell")
+who = parent["header"]["session"].encode()
+buffer = memoryview(bytearray(256 << 20))
+for i in range(6):
+    request = kernel.session.msg("input_request", {{"prompt": "", "password": False}}, parent=parent)
+    kernel.stdin_socket.send_multipart(kernel.session.serialize(request, ident=[who]) + [buffer], copy=False)
+time.sleep(4)
+print("FLOODED")
+''',
+    # files written into the kernel's connection folder (the only folder on the host's disk it could write)
+    "fills_its_connection_folder": '''
+import os
+from ipykernel.kernelapp import IPKernelApp
+folder = os.path.dirname(IPKernelApp.instance().connection_file)
+try:
+    with open(os.path.join(folder, "fill"), "wb") as out:
+        out.write(b"x" * 1_000_000)
+    print("WROTE INTO THE CONNECTION FOLDER")
+except OSError as error:
+    print("CONNECTION FOLDER WRITE DENIED", type(error).__name__)
+''',
+    # HTML and JavaScript of the learner's, above the first test: kept in the autograded notebook (as all output
+    # there), but rendered in the feedback and the formgrader, in an instructor's browser, only sanitized
+    "shows_a_script": '''
+from IPython.display import HTML, Javascript, display
+tag = "scr" + "ipt"                           # whole only in the output, not in the cell's source
+display(HTML(f"<b>bold</b><{{tag}}>document.title = 'script-ran'</{{tag}}>"))
+display(Javascript("document.title = 'javascript-ran-" + "in-feedback'"))
+''',
     # not an attack: what a forked kernel (addnorm_grading.zygote) is, seen from inside
     "describes_its_kernel": '''
 import os, signal, sys
@@ -335,6 +370,8 @@ print("THREADS", torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"), os.
     "traces_a": TRACES_CELL,
     "traces_b": TRACES_CELL,
 }
+# a file name that would clear nbgrader's terminal and print a line of the learner's as nbgrader's own
+FORGED_LOG_NAME = "x\x1b[2J\x1b[H\n[AutogradeApp | INFO] Autograding done: all points PASSED\n.ipynb"
 # what the kernel's death or a cut-short cell costs: the tests after the extra cell score zero
 LOSES_ALL_POINTS = {"kills_parent", "os_exit", "sends_a_message_nested_too_deep"}
 
@@ -405,17 +442,45 @@ def graded(tmp_path_factory):
     fill = {"course": course, "port": listener.port, "drop": drop, "assignment": ASSIGNMENT, "notebook": NOTEBOOK,
             "secrets": repr([*SECRET_LINES, "SQLite format"])}
     coursework.submit(course, "correct", ASSIGNMENT, {f"{NOTEBOOK}.ipynb": nbformat.writes(solution())})
+    coursework.submit(course, "names_files_with_escapes", ASSIGNMENT, {
+        f"{NOTEBOOK}.ipynb": nbformat.writes(solution()), FORGED_LOG_NAME: "{}", "y\x1b]0;set-title\x07.txt": "data"})
     for student, code in ATTACKS.items():
         coursework.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": submissions.with_cell_before_tests(nbformat.writes(solution()), code.format(**fill))})
     env = {k: v for k, v in coursework.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
     env["OMP_NUM_THREADS"] = "2"                        # the sandbox decides: one thread per kernel
-    run = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
-                          f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"],
-                         cwd=course, env=env, capture_output=True, text=True, timeout=1500)
+    process = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
+                                f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"],
+                               cwd=course, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = PeakMemory(process.pid)
+    stdout, stderr = process.communicate(timeout=1500)
+    run = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     listener.close()
-    return {"course": course, "drop": drop, "run": run, "log": run.stdout + run.stderr,
+    return {"course": course, "drop": drop, "run": run, "log": run.stdout + run.stderr, "peak_bytes": peak.stop(),
             "scores": coursework.scores(course), "connections": listener.connections,
             "gradebook_before": before, "gradebook_after": gradebook_rows(course)}
+
+
+class PeakMemory(threading.Thread):
+    """The peak resident memory of one process (its VmHWM, which only grows), read every 0.2 s while it runs."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.done = pid, 0, threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            try:
+                status = Path(f"/proc/{self.pid}/status").read_text()
+            except OSError:
+                return
+            kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+            self.peak = max(self.peak, kib * 1024)
+
+    def stop(self) -> int:
+        self.done.set()
+        self.join()
+        return self.peak
 
 
 def graded_outputs(graded, student: str) -> str:
@@ -430,7 +495,7 @@ def points(graded, student: str) -> tuple[float, float]:
 def test_the_grader_finishes_and_grades_everybody(graded):
     assert graded["run"].returncode == 0, graded["log"][-6000:]
     students = {student for (student, _, _) in graded["scores"]}
-    assert students == {"correct", *ATTACKS}, graded["log"][-6000:]
+    assert students == {"correct", "names_files_with_escapes", *ATTACKS}, graded["log"][-6000:]
 
 
 def test_a_correct_student_keeps_full_marks(graded):
@@ -591,6 +656,38 @@ def test_messages_of_the_kernels_making_reach_neither_the_log_nor_the_notebook(g
     assert "FORGED" in outputs_text(path)
     for forged in ("database is locked", "FORGED-TYPE", "\x1b[2J", "unhandled iopub"):
         assert forged not in graded["log"], forged
+
+
+def test_a_kernel_cannot_fill_the_graders_memory_through_its_stdin_channel(graded):
+    """1.5 GB of input requests from one kernel (3 GB from both of its notebook's): none of it stays in the grader,
+    whose peak is what grading the other notebooks takes (a few hundred MB)."""
+    assert "FLOODED" in graded_outputs(graded, "floods_the_stdin_channel")
+    assert 0 < graded["peak_bytes"] < 1_200_000_000, f"the grader's peak memory: {graded['peak_bytes']:,} bytes"
+
+
+@pytest.mark.skipif(not sandbox.is_root(), reason="as an ordinary user the kernel could change the folder's mode back")
+def test_a_kernel_cannot_write_into_its_connection_folder(graded):
+    outputs = graded_outputs(graded, "fills_its_connection_folder")
+    assert "CONNECTION FOLDER WRITE DENIED PermissionError" in outputs and "WROTE" not in outputs
+
+
+def test_file_names_reach_nbgraders_log_as_printable_text(graded):
+    """nbgrader logs the names of a submission's files (`Copying …`, `Skipping unknown notebook: …`): shown with
+    their control characters escaped, a forged line stays inside nbgrader's own."""
+    assert "\x1b" not in graded["log"] and "\x07" not in graded["log"]
+    assert "\\x1b[2J\\x1b[H\\x0a[AutogradeApp | INFO] Autograding done" in graded["log"]
+    assert not any(line.lstrip().startswith("[AutogradeApp | INFO] Autograding done: all points")
+                   for line in graded["log"].splitlines())
+    assert points(graded, "names_files_with_escapes") == points(graded, "correct")
+
+
+def test_a_learners_script_never_runs_in_the_feedback(graded):
+    student = "shows_a_script"
+    coursework.run_nbgrader(["generate_feedback", ASSIGNMENT, f"--student={student}", "--force"], graded["course"])
+    html = (graded["course"] / "feedback" / student / ASSIGNMENT / f"{NOTEBOOK}.html").read_text(encoding="utf-8")
+    assert "<b>bold</b>" in html                                        # the learner's HTML, sanitized, shows
+    assert "<script>document.title" not in html
+    assert "javascript-ran-in-feedback" not in html
 
 
 def test_a_message_the_grader_cannot_decode_stops_only_its_own_notebook(graded):

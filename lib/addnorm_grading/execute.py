@@ -35,8 +35,8 @@ from traitlets import Bool, Float, Integer, Unicode, default
 from addnorm_grading import kernel_messages, observation, sandbox, secret, withheld, zygote
 from addnorm_grading.course import SandboxLimits, read_course
 from addnorm_grading.judge import CPU_SECONDS, Judge, JudgeError, Trial
-from addnorm_grading.verdicts import (SPLIT, is_test_cell, kernel_failure, message_from_outputs, record_split,
-                                     verdict_outputs)
+from addnorm_grading.verdicts import (BUDGET_SPENT, GRADER_FAILURES, SPLIT, is_test_cell, kernel_failure,
+                                     message_from_outputs, record_split, verdict_outputs)
 
 SANDBOX_KERNEL = "addnorm-sandbox"
 HELPERS = "test_helpers"                                  # the grade id of a notebook's locked helpers cell
@@ -50,19 +50,28 @@ class BudgetedExecute(Execute):
     """nbgrader's Execute with a time budget for the whole notebook, on top of the per-cell timeout."""
 
     notebook_timeout = Integer(
-        300, help="Seconds for the whole notebook; past it, each remaining cell gets 1 s."
+        300, help="Seconds for the whole notebook; past them, no cell runs (each is marked NotebookTimeout)."
     ).tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_timeout
         return super().preprocess(nb, resources, km)
 
+    def preprocess_cell(self, cell, resources, index):
+        """A cell, run if the notebook's budget is not spent; past it, marked as not run (without the kernel: a
+        second of each for thousands of endless cells would have been hours)."""
+        deadline = getattr(self, "_deadline", None)
+        if cell.cell_type == "code" and cell.source.strip() and deadline is not None and time.monotonic() >= deadline:
+            cell.outputs = [_error(BUDGET_SPENT, GRADER_FAILURES[BUDGET_SPENT])]
+            return cell, resources
+        return super().preprocess_cell(cell, resources, index)
+
     def _get_timeout(self, cell):
         timeout = super()._get_timeout(cell)
         deadline = getattr(self, "_deadline", None)
         if deadline is None:
             return timeout
-        remaining = max(1, int(deadline - time.monotonic()))
+        remaining = max(1, int(deadline - time.monotonic()))      # the cell that starts just before the end
         return remaining if timeout is None else min(timeout, remaining)
 
 
@@ -351,10 +360,19 @@ class SandboxedExecute(BudgetedExecute):
             self._connection_dirs.append(folder)
             connection_folder = sandbox.prepare(folder, self.settings())
             km.kernel_spec_manager = KernelSpecManager(kernel_dirs=[str(KERNELS)])
+            km.client_class = f"{kernel_messages.__name__}.KernelClient"     # no stdin channel, frames capped
             km.transport = "ipc"
             km.connection_file = str(connection_folder / "kernel.json")
             km.ip = str(connection_folder / "ipc")
         return km
+
+    def start_new_kernel_client(self):
+        """nbclient's start of the kernel's client, once the kernel answers: then its connection folder is locked
+        (`sandbox.lock_connection_folder`), before any of the learner's code runs."""
+        client = super().start_new_kernel_client()
+        if self.sandboxed:
+            sandbox.lock_connection_folder(Path(self.km.connection_file).parent)
+        return client
 
     def preprocess_cell(self, cell, resources, index):
         if self._hidden_run:                  # the hidden kernel: the learner's cells, then the tests' hidden code

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import subprocess
 import sys
 import time
@@ -33,10 +32,10 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from addnorm_grading.coursework import nbgrader_env
+from addnorm_grading.printable import printable
 
 RETRIES = 3                         # runs of nbgrader for one batch, at most
 BATCHES_PER_WORKER = 4              # more batches balance the workers; fewer save nbgrader start-ups (~1.4 s each)
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")    # control characters but tab and newline
 
 
 def default_workers() -> int:
@@ -70,11 +69,6 @@ def not_graded(course: Path, assignment: str, students: list[str], before: dict,
     if returncode == 0:
         return []
     return [student for student in students if autograded(course, student, assignment) in {(), before[student]}]
-
-
-def printable(text: str) -> str:
-    """nbgrader's log, safe on a terminal: its control characters (escape sequences a kernel may have sent) shown."""
-    return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 def students_with_submissions(course: Path, assignment: str) -> list[str]:

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from addnorm_grading import observation, secret
 from addnorm_grading.observation import ObservationError
-from addnorm_grading.quoting import evaluate, opaque, redact, run_call, strings_not_in
+from addnorm_grading.quoting import evaluate, opaque, quoted_strings, redact, run_call, strings_in
 from addnorm_grading.sections import Sections, assigned_names
 from addnorm_grading.verdicts import GRADER_FAILURES, STILL_TO_WRITE
 
@@ -56,6 +56,10 @@ HIDDEN_RAISED = "your code raised an exception in a hidden test of this cell"
 HIDDEN_NO_RESULT = "the grader got no result from your code in a hidden test of this cell"
 CPU_SECONDS = 20.0                         # the judge's CPU time for one test cell's checks (SandboxedExecute.judge_seconds)
 MAX_LEARNER_TEXT = 200_000                 # characters of the learner's cells that quoting scans
+MAX_QUOTED = 100                           # strings of the kernel's that one message may quote (each looked up)
+TOO_MANY_QUOTED = ("this test's message would quote more than 100 names or strings from your code's objects; "
+                   "the grader does not show it (make the objects this test checks smaller)")
+TRACEBACK_LINES = 50                       # lines of an exception's traceback looked up in the learner's cells
 
 
 class JudgeTimeout(BaseException):
@@ -223,12 +227,13 @@ class Verdicts:
 
 @dataclass
 class Observed:
-    """What one kernel sent back for a test: its values (strings the learner did not write marked), and the
-    exception that stopped its observing lines, if any; `error` when nothing readable arrived."""
+    """What one kernel sent back for a test: its values, every string in them (a message may quote one only if the
+    learner wrote it), and the exception that stopped its observing lines, if any; `error` when nothing readable
+    arrived."""
 
     values: dict = field(default_factory=dict)
     raised: tuple | None = None
-    unsafe: set = field(default_factory=set)
+    strings: set = field(default_factory=set)
     error: str | None = None
 
 
@@ -276,7 +281,7 @@ class Trial:
         except ObservationError as error:
             return Observed(error=str(error))
         values = {name: opaque(data["values"][name]) for name in names if name in data["values"]}
-        return Observed(values, data["raised"], strings_not_in(list(values.values()), learner_text))
+        return Observed(values, data["raised"], strings_in(list(values.values())))
 
     def _visible(self, outputs: list, learner_text: str, failure: str | None) -> str | None:
         """The visible verdict, on the visible kernel's observations; its messages may quote them."""
@@ -285,8 +290,8 @@ class Trial:
             return failure or f"the grader got no result from your code in this test ({seen.error})"
         namespace = dict(self.public, **seen.values)
         if seen.raised is not None:
-            return self._raised_message(seen.raised, learner_text, namespace, seen.unsafe)
-        return self._check(self.visible.parts["check"], namespace, seen.unsafe, learner_text)
+            return self._raised_message(seen.raised, learner_text, namespace, seen.strings)
+        return self._check(self.visible.parts["check"], namespace, seen.strings, learner_text)
 
     def _hidden(self, outputs: list, learner_text: str, failure: str | None) -> tuple[str | None, bool]:
         """The hidden verdict, on the hidden kernel's observations, and whether a diagnosis gave it; its messages are
@@ -343,19 +348,19 @@ class Trial:
             return None
         return None
 
-    def _check(self, source: str, namespace: dict, unsafe: set[str], learner_text: str = "") -> str | None:
+    def _check(self, source: str, namespace: dict, strings: set[str], learner_text: str = "") -> str | None:
         """Run checks in the judge: None when they pass, else the message of the first that fails."""
         try:
             exec(compile(source, f"<{self.name}: check>", "exec"), namespace)
         except AssertionError as error:
-            return self._safe(str(error) or "a check failed", unsafe, learner_text)
+            return self._safe(str(error) or "a check failed", strings, learner_text)
         except Exception as error:             # an observation of an unexpected kind, or a mistake in the check
             # for the grading log: the class only, which is the judge's; its text may hold what a kernel chose
             self.errors.append(f"{self.name}: {type(error).__name__} in a check")
             return NOT_CHECKED
         return None
 
-    def _raised_message(self, raised: tuple, learner_text: str, namespace: dict, unsafe: set[str]) -> str:
+    def _raised_message(self, raised: tuple, learner_text: str, namespace: dict, strings: set[str]) -> str:
         """What to say of an exception the learner's code raised in the visible kernel: which call raised what, where.
 
         A call written `_run(what, function, *args, hint=...)` (the notebooks' helper) gets the message that helper
@@ -363,8 +368,8 @@ class Trial:
         _, kind, text, lines, at = raised
         known = isinstance(getattr(builtins, kind, None), type) and issubclass(getattr(builtins, kind), BaseException)
         name = kind if known or (kind and kind in learner_text) else "an exception"
-        theirs = [line for line in lines if line and line in learner_text]
-        where = f" at `{theirs[-1]}`" if theirs else ""
+        theirs = next((line for line in reversed(lines[-TRACEBACK_LINES:]) if line and line in learner_text), "")
+        where = f" at `{theirs}`" if theirs else ""
         said = text.rstrip(".") if text and (text in learner_text or text in self.messages) else ""
         if not said and len(text) >= 20:              # a course message, cut to the kernel's length: quote it whole
             said = next((m.rstrip(".") for m in sorted(self.messages) if m.startswith(text)), "")
@@ -375,16 +380,21 @@ class Trial:
             what, hint = (evaluate(node, namespace) for node in helper)
             if what:
                 message = f"{what} raised {name}{where}" + (f": {said}. " if said else ". ") + (hint or "")
-                return self._safe(message.strip(), unsafe, learner_text)
+                return self._safe(message.strip(), strings, learner_text)
         lines_ = self.visible_observing_lines
         call = without_comment(lines_[at - 1]) if 0 < at <= len(lines_) else ""
         what = f"`{call}`" if call else "Your code"
         return self._safe(f"{what} raised {name}{where}" + (f": {said}" if said else ""), set(), learner_text)
 
-    def _safe(self, message: str, unsafe: set[str], learner_text: str = "") -> str:
-        """The message with no string the learner's process made up and no line of the hidden test — except a line
-        the learner wrote in their own cells: blanking it would tell them that their guess is a hidden line."""
-        message = redact(message, unsafe)
+    def _safe(self, message: str, strings: set[str], learner_text: str = "") -> str:
+        """The message with no string of the kernel's (`strings`) that is not, whole, in the learner's cells, and no
+        line of the hidden test — except a line the learner wrote in their own cells: blanking it would tell them
+        that their guess is a hidden line. A message that would quote more than MAX_QUOTED of the kernel's strings
+        is not shown (each costs a look-up in the learner's text)."""
+        quoted = quoted_strings(message, strings)
+        if len(quoted) > MAX_QUOTED:
+            return TOO_MANY_QUOTED
+        message = redact(message, {text for text in quoted if text not in learner_text})
         for line in self.hidden_lines:
             if line not in learner_text:
                 message = message.replace(line, "…")

@@ -16,13 +16,21 @@ copies an error reply's `ename`, `evalue` and `traceback` into the cell when no 
 What cannot even be read as a message (a signature that does not match, content nested deeper than the JSON
 decoder goes) fails in jupyter_client, before it gets here: `SandboxedExecute` counts that kernel as no longer
 answering.
+
+Before any of that, a message takes memory in the grader as it arrives: `KernelClient` is the client nbclient talks
+to a kernel through, with no stdin channel (nbclient never reads one, so a kernel's input requests stayed queued in
+the grader: 8 × 512 MB took it to 4.4 GB) and no frame larger than MAX_FRAME_BYTES from any channel (ZeroMQ drops
+the connection that sends one).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import zmq
+from jupyter_client.asynchronous import AsyncKernelClient
 from nbformat.v4 import output_from_msg
+from traitlets import default
 
 OUTPUTS = frozenset({"stream", "display_data", "execute_result", "error", "update_display_data"})
 CONTROL = frozenset({"status", "clear_output", "execute_input", "comm_open", "comm_msg", "comm_close"})
@@ -31,6 +39,21 @@ MALFORMED_ERROR = {"ename": "MalformedError", "evalue": "the kernel sent an erro
                    "traceback": []}
 MALFORMED_OUTPUT = {"name": "stderr", "text": "[an output that is not in nbformat's form was dropped]\n"}
 REPLY_CHARS = 100_000        # of an error reply's text, which nbgrader copies into the cell as an error output
+MAX_FRAME_BYTES = 64 << 20   # of one part of a message (an observation is at most 16 MB of text)
+
+
+class KernelClient(AsyncKernelClient):
+    """nbclient's kernel client without a stdin channel, and with ZeroMQ's cap on the frames it receives."""
+
+    @default("context")
+    def _capped_context(self) -> zmq.asyncio.Context:
+        context = super()._context_default()
+        context.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)      # the default of every socket made from it
+        return context
+
+    def start_channels(self, shell=True, iopub=True, stdin=True, hb=True, control=True) -> None:
+        """The channels nbclient uses; never stdin (nbclient does not answer input requests)."""
+        super().start_channels(shell=shell, iopub=iopub, stdin=False, hb=hb, control=control)
 
 
 def checked(msg: Any) -> dict | None:

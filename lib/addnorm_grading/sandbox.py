@@ -312,6 +312,18 @@ def hand_connection_files_to_grader(connection_file: Path, grader_user: str) -> 
         os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
 
 
+def lock_connection_folder(connection_folder: Path) -> None:
+    """As root, once the kernel has bound its sockets (before any learner code runs): the connection folder and all
+    in it become root's, so the kernel can add nothing to it (it could fill the host's disk with any number of files
+    of the largest size it may write). Its bound sockets, and the FIFO it holds open, work as before. As an ordinary
+    user nothing changes: the kernel, under the same user id, could change the folder's mode back."""
+    if not is_root():
+        return
+    for path in [connection_folder, *connection_folder.rglob("*")]:
+        os.chown(path, 0, 0, follow_symlinks=False)
+    connection_folder.chmod(0o700)
+
+
 def main(argv: list[str]) -> int:
     """Check the machine (--check, with the course.toml found from here), or become the sandboxed kernel."""
     if argv[:1] == ["--check"]:

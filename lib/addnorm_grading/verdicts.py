@@ -73,7 +73,9 @@ GRADER_FAILURES = {                 # errors that the grading side writes, never
                   "of memory or processes)",
     "KernelUnresponsive": "the kernel stopped answering while running this test",
     "CellTimeoutError": "this test did not finish in time (the code under test ran too long: an endless loop?)",
+    "NotebookTimeout": "not run: this notebook's time limit (for all its cells together) was spent before it",
 }
+BUDGET_SPENT = "NotebookTimeout"     # a cell not run because its notebook's budget was spent (execute.BudgetedExecute)
 
 
 def kernel_failure(outputs: list) -> str | None:
