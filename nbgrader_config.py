@@ -19,6 +19,8 @@ c.CourseDirectory.source_directory = "solutions"     # instructor versions: solu
 c.CourseDirectory.release_directory = "exercises"    # learner versions:    exercises/<assignment>/<notebook>.ipynb
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py"]  # helpers live in locked cells
 c.ExchangeFactory.collect = "addnorm_grading.exchange.SafeCollect"   # collect leaves a submission's symbolic links out
+c.Application.logging_config = {"formatters": {"console": {  # logged file names show their control characters
+    "class": "addnorm_grading.printable.PrintableFormatter"}}}
 
 # --- generate_assignment: the learner version ---------------------------------------------------------------
 c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"      # (nbgrader's spelling of "delimiter")
@@ -59,8 +61,5 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades", "addnorm_grading.feedback.VisibleBeforeDue",
     "addnorm_grading.feedback.ClearHiddenTestsOfTests", "addnorm_grading.tracebacks.CleanTracebacks",
     "addnorm_grading.tracebacks.WrapErrorMessages", "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
+c.HTMLExporter.sanitize_html = True                 # feedback and formgrader: outputs without scripts or raw HTML
 c.Validator.width = 100                             # `nbgrader validate` wraps its messages at this width
-
-# --- every command: what a submission chose (file names, outputs) never acts on a terminal or a browser
-c.Application.logging_config = {"formatters": {"console": {"class": "addnorm_grading.printable.PrintableFormatter"}}}
-c.HTMLExporter.sanitize_html = True                 # feedback and formgrader: no script or raw HTML from outputs

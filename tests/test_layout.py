@@ -24,7 +24,7 @@ def config_tree() -> ast.Module:
 
 def test_the_nbgrader_config_is_settings_only():
     lines = CONFIG.read_text(encoding="utf-8").splitlines()
-    assert len(lines) <= 62, f"nbgrader_config.py has {len(lines)} lines (at most 62: settings only)"
+    assert len(lines) <= 65, f"nbgrader_config.py has {len(lines)} lines (at most 65: settings only)"
     tree = config_tree()
     definitions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Lambda))]
     assert not definitions, f"nbgrader_config.py defines code at lines {[n.lineno for n in definitions]}"
