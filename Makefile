@@ -132,6 +132,7 @@ course_value = $(shell $(PYTHON) -c "import tomllib; print(tomllib.load(open('co
 GRADER_USER = $(call course_value,['sandbox']['user'])
 sandbox:
 	@command -v bwrap >/dev/null || { $(APT_INSTALL) bubblewrap >/dev/null; }
+	@ldconfig -p | grep -q libseccomp.so.2 || { $(APT_INSTALL) libseccomp2 >/dev/null; }
 	@if [ "$$(id -u)" = 0 ] && ! id -u $(GRADER_USER) >/dev/null 2>&1; then \
 	  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(GRADER_USER); fi
 

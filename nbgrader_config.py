@@ -19,8 +19,7 @@ c.CourseDirectory.source_directory = "solutions"     # instructor versions: solu
 c.CourseDirectory.release_directory = "exercises"    # learner versions:    exercises/<assignment>/<notebook>.ipynb
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py"]  # helpers live in locked cells
 c.ExchangeFactory.collect = "addnorm_grading.exchange.SafeCollect"   # collect leaves a submission's symbolic links out
-c.Application.logging_config = {"formatters": {"console": {  # logged file names show their control characters
-    "class": "addnorm_grading.printable.PrintableFormatter"}}}
+c.Application.logging_config = {"formatters": {"console": {"class": "addnorm_grading.printable.PrintableFormatter"}}}
 
 # --- generate_assignment: the learner version ---------------------------------------------------------------
 c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"      # (nbgrader's spelling of "delimiter")
@@ -61,5 +60,6 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades", "addnorm_grading.feedback.VisibleBeforeDue",
     "addnorm_grading.feedback.ClearHiddenTestsOfTests", "addnorm_grading.tracebacks.CleanTracebacks",
     "addnorm_grading.tracebacks.WrapErrorMessages", "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
-c.HTMLExporter.sanitize_html = True                 # feedback and formgrader: outputs without scripts or raw HTML
+c.HTMLExporter.sanitize_html = True                 # feedback and formgrader: no script or raw HTML in outputs,
+c.HTMLExporter.filters = {"markdown2html": "addnorm_grading.feedback.markdown_without_html"}     # nor in markdown
 c.Validator.width = 100                             # `nbgrader validate` wraps its messages at this width

@@ -165,3 +165,11 @@ def test_a_replys_long_traceback_is_cut_to_its_first_line(executor):
         "status": "error", **kernel_messages.MALFORMED_ERROR}
     assert kernel_messages.checked_reply({"status": "ok", "execution_count": 3, "payload": ["x"]}) == {
         "status": "ok", "execution_count": 3}
+
+
+def test_a_frame_of_too_many_values_decodes_to_nothing():
+    """12 MB of `{},` would be 4 million dicts (31 times the frame's size once decoded)."""
+    from addnorm_grading.kernel_messages import MAX_FRAME_VALUES, decoded
+    assert decoded(b"[" + b"{}," * 4_000_000 + b"{}]") == {}
+    assert decoded(b'{"name": "stdout", "text": "' + b"a, " * 100 + b'"}') == {"name": "stdout", "text": "a, " * 100}
+    assert decoded(b"[" + b"0," * (MAX_FRAME_VALUES - 2) + b"0]") != {}          # at the cap: decoded

@@ -324,6 +324,14 @@ for i in range(6):
 time.sleep(4)
 print("FLOODED")
 ''',
+    # small messages that decode to a lot: 12 MB of `{{}},` is 4 million dicts (1.8 GB in the grader for four)
+    "inflates_its_messages": '''
+kernel = get_ipython().kernel
+for i in range(4):
+    kernel.session.send(kernel.iopub_socket, "display_data", b"[" + b"{{}}," * 4_000_000 + b"{{}}]",
+                        parent=kernel.get_parent("shell"))
+print("INFLATED")
+''',
     # files written into the kernel's connection folder (the only folder on the host's disk it could write)
     "fills_its_connection_folder": '''
 import os
@@ -343,6 +351,15 @@ from IPython.display import HTML, Javascript, display
 tag = "scr" + "ipt"                           # whole only in the output, not in the cell's source
 display(HTML(f"<b>bold</b><{{tag}}>document.title = 'script-ran'</{{tag}}>"))
 display(Javascript("document.title = 'javascript-ran-" + "in-feedback'"))
+''',
+    # Linux's key retention service has no namespace: a key one kernel adds is listed in /proc/keys and readable
+    # by every kernel of the same host user graded at the same time (the red team's channel between sandboxes)
+    "uses_the_kernel_keyring": '''
+import ctypes, errno, platform
+ADD_KEY = {{"x86_64": 248, "aarch64": 217}}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+serial = libc.syscall(ADD_KEY, b"user", b"addnorm-probe", b"hidden", 6, -3)     # into the session keyring
+print("KEY ADDED" if serial > 0 else "KEYRING DENIED " + errno.errorcode[ctypes.get_errno()])
 ''',
     # not an attack: what a forked kernel (addnorm_grading.zygote) is, seen from inside
     "describes_its_kernel": '''
@@ -370,6 +387,8 @@ print("THREADS", torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"), os.
     "traces_a": TRACES_CELL,
     "traces_b": TRACES_CELL,
 }
+# raw HTML in a markdown cell, which nbgrader's feedback and formgrader templates render as they find it
+MARKDOWN_SCRIPT = "My answer. <img src=x onerror=\"document.title='markdown-ran'\">"
 # a file name that would clear nbgrader's terminal and print a line of the learner's as nbgrader's own
 FORGED_LOG_NAME = "x\x1b[2J\x1b[H\n[AutogradeApp | INFO] Autograding done: all points PASSED\n.ipynb"
 # what the kernel's death or a cut-short cell costs: the tests after the extra cell score zero
@@ -446,6 +465,10 @@ def graded(tmp_path_factory):
         f"{NOTEBOOK}.ipynb": nbformat.writes(solution()), FORGED_LOG_NAME: "{}", "y\x1b]0;set-title\x07.txt": "data"})
     for student, code in ATTACKS.items():
         coursework.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": submissions.with_cell_before_tests(nbformat.writes(solution()), code.format(**fill))})
+    with_script = nbformat.reads(submissions.with_cell_before_tests(
+        nbformat.writes(solution()), ATTACKS["shows_a_script"].format(**fill)), as_version=4)
+    with_script.cells.append(nbformat.v4.new_markdown_cell(MARKDOWN_SCRIPT))       # a markdown cell of their own
+    coursework.submit(course, "shows_a_script", ASSIGNMENT, {f"{NOTEBOOK}.ipynb": nbformat.writes(with_script)})
     env = {k: v for k, v in coursework.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
     env["OMP_NUM_THREADS"] = "2"                        # the sandbox decides: one thread per kernel
     process = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
@@ -658,10 +681,12 @@ def test_messages_of_the_kernels_making_reach_neither_the_log_nor_the_notebook(g
         assert forged not in graded["log"], forged
 
 
-def test_a_kernel_cannot_fill_the_graders_memory_through_its_stdin_channel(graded):
-    """1.5 GB of input requests from one kernel (3 GB from both of its notebook's): none of it stays in the grader,
-    whose peak is what grading the other notebooks takes (a few hundred MB)."""
+def test_a_kernel_cannot_fill_the_graders_memory(graded):
+    """1.5 GB of input requests from one kernel (3 GB from both of its notebook's), and messages that decode to 31
+    times their size: none of it stays in the grader, whose peak is what grading the other notebooks takes (a few
+    hundred MB)."""
     assert "FLOODED" in graded_outputs(graded, "floods_the_stdin_channel")
+    assert "INFLATED" in graded_outputs(graded, "inflates_its_messages")
     assert 0 < graded["peak_bytes"] < 1_200_000_000, f"the grader's peak memory: {graded['peak_bytes']:,} bytes"
 
 
@@ -687,7 +712,18 @@ def test_a_learners_script_never_runs_in_the_feedback(graded):
     html = (graded["course"] / "feedback" / student / ASSIGNMENT / f"{NOTEBOOK}.html").read_text(encoding="utf-8")
     assert "<b>bold</b>" in html                                        # the learner's HTML, sanitized, shows
     assert "<script>document.title" not in html
+    assert "My answer." in html and "<img src=x onerror" not in html and "&lt;img src=x onerror" in html
     assert "javascript-ran-in-feedback" not in html
+
+
+def test_no_kernel_may_use_the_kernel_keyring(graded):
+    """Refused by the seccomp filter, in a kernel forked by the zygote and in one that bwrap starts."""
+    student = "uses_the_kernel_keyring"
+    assert "KEYRING DENIED EPERM" in graded_outputs(graded, student)
+    coursework.run_nbgrader(["autograde", ASSIGNMENT, f"--student={student}", "--force",
+                             "--SandboxedExecute.fork_kernels=False"], graded["course"])
+    outputs = graded_outputs(graded, student)
+    assert "KEYRING DENIED EPERM" in outputs and "KEY ADDED" not in outputs
 
 
 def test_a_message_the_grader_cannot_decode_stops_only_its_own_notebook(graded):

@@ -11,12 +11,17 @@ the whole grade. The gradebook always holds the whole grade. It runs after nbgra
 `ClearHiddenTestsOfTests`: nbgrader's ClearHiddenTests, on test cells only. nbgrader's looks for its markers in every
 cell, so a learner who writes "BEGIN HIDDEN TESTS" in an answer (a hostile submission does) made feedback
 generation fail for them; the markers only mean something in the instructor's test cells.
+
+`markdown_without_html`: the markdown filter of every HTML page of a notebook (the feedback, the formgrader's
+view), which shows a student's raw HTML as text: nbgrader's templates render markdown cells unsanitized.
 """
 
 from __future__ import annotations
 
 import datetime
 
+from jinja2 import pass_context
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbformat.v4 import new_markdown_cell
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
@@ -77,3 +82,14 @@ class ClearHiddenTestsOfTests(ClearHiddenTests):
         if cell.cell_type != "code" or not is_grade(cell) or is_solution(cell):
             return cell, resources
         return super().preprocess_cell(cell, resources, cell_index)
+
+
+@pass_context
+def markdown_without_html(context, source: str) -> str:
+    """nbconvert's markdown2html, with raw HTML shown as the text it is (mistune's escape): the HTML pages of a
+    notebook — the feedback, the formgrader's view — render a student's markdown answer without running what it
+    holds (an `<img onerror=…>`, a `<script>`). Set for every HTMLExporter by `c.HTMLExporter.filters`."""
+    cell = context.get("cell", {})
+    path = context.get("resources", {}).get("metadata", {}).get("path", "")
+    renderer = IPythonRenderer(escape=True, attachments=cell.get("attachments", {}), path=path)
+    return MarkdownWithMath(renderer=renderer).render(source)

@@ -20,7 +20,8 @@ answering.
 Before any of that, a message takes memory in the grader as it arrives: `KernelClient` is the client nbclient talks
 to a kernel through, with no stdin channel (nbclient never reads one, so a kernel's input requests stayed queued in
 the grader: 8 × 512 MB took it to 4.4 GB) and no frame larger than MAX_FRAME_BYTES from any channel (ZeroMQ drops
-the connection that sends one).
+the connection that sends one). What a frame decodes to is capped too (`decoded`): 12 MB of `{},` decoded to 31
+times its size, before anything could look at it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 import zmq
 from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.session import json_unpacker
 from nbformat.v4 import output_from_msg
 from traitlets import default
 
@@ -40,10 +42,25 @@ MALFORMED_ERROR = {"ename": "MalformedError", "evalue": "the kernel sent an erro
 MALFORMED_OUTPUT = {"name": "stderr", "text": "[an output that is not in nbformat's form was dropped]\n"}
 REPLY_CHARS = 100_000        # of an error reply's text, which nbgrader copies into the cell as an error output
 MAX_FRAME_BYTES = 64 << 20   # of one part of a message (an observation is at most 16 MB of text)
+MAX_FRAME_VALUES = 1_000_000  # JSON values in one part, counted from above by its commas, braces and brackets
+
+
+def decoded(frame: bytes) -> Any:
+    """One part of a kernel's message (its header, parent header, metadata or content) decoded from JSON, as
+    jupyter_client does it; a part with more than MAX_FRAME_VALUES values decodes to {} (a message without a type,
+    or an output without its fields: dropped or made a note by `checked`). A value costs tens of bytes once decoded,
+    a character of a string one; an output is cut at a million characters anyway."""
+    values = frame.count(b",") + frame.count(b"{") + frame.count(b"[")
+    return {} if values > MAX_FRAME_VALUES else json_unpacker(frame)
 
 
 class KernelClient(AsyncKernelClient):
-    """nbclient's kernel client without a stdin channel, and with ZeroMQ's cap on the frames it receives."""
+    """nbclient's kernel client without a stdin channel, and with caps on the frames it receives and on what each
+    decodes to."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.session.unpack = decoded
 
     @default("context")
     def _capped_context(self) -> zmq.asyncio.Context:

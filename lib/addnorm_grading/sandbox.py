@@ -33,10 +33,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from addnorm_grading import withheld, zygote
+from addnorm_grading import syscall_filter, withheld, zygote
 from addnorm_grading.course import SandboxLimits, read_course
 
 SETTINGS_FILE = "sandbox.json"      # the limits and what to hide, from the grader, above the connection folder
+SECCOMP_FILE = "seccomp.bpf"        # the system calls refused (addnorm_grading.syscall_filter), beside it
 KERNEL_FOLDER = "kernel"            # the connection folder: connection file, sockets, staged files
 STAGED = "files"                    # the submission's files, next to the connection file, copied into the scratch
 NOT_STAGED = shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints")   # what of a submission its kernels never see
@@ -105,6 +106,8 @@ def missing(user: str) -> str | None:
     """Why this machine cannot run a sandboxed kernel (a sentence with the fix), or None when it can."""
     if not sys.platform.startswith("linux"):
         return f"the grading sandbox needs Linux (this is {sys.platform}). " + UNSAFE_HINT
+    if syscall_filter.missing():
+        return f"{syscall_filter.missing()}. " + UNSAFE_HINT
     for tool, package in (("bwrap", "bubblewrap"), ("prlimit", "util-linux"), ("setpriv", "util-linux"),
                           ("unshare", "util-linux")):
         if shutil.which(tool) is None:
@@ -210,8 +213,9 @@ def resource_limits(limits: SandboxLimits) -> dict[str, int]:
     return {"as": _bytes(limits.memory), "nproc": limits.processes, "fsize": _bytes(limits.file_size), "core": 0}
 
 
-def kernel_command(connection_file: Path, kernel_args: list[str], settings: Settings) -> list[str]:
-    """The whole command: [become the grader user] bwrap ... [own user namespace] prlimit ... copy + ipykernel."""
+def kernel_command(connection_file: Path, kernel_args: list[str], settings: Settings, seccomp_fd: int) -> list[str]:
+    """The whole command: [become the grader user] bwrap ... [own user namespace] prlimit ... copy + ipykernel;
+    `seccomp_fd` is open on the filter's BPF program (`syscall_filter.write_bpf`), which bwrap installs."""
     submission, limits = Path.cwd(), settings.limits
     inside = []
     if is_root():       # bwrap ran as root to set up the mounts; the kernel drops to limits.user in its own userns
@@ -223,7 +227,8 @@ def kernel_command(connection_file: Path, kernel_args: list[str], settings: Sett
                str(connection_file.parent / STAGED),
                sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file), *kernel_args]
     prefix = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"] if is_root() else []
-    return ["bwrap", *bwrap_arguments(connection_file.parent, submission, settings), *prefix, "--", *inside]
+    return ["bwrap", *bwrap_arguments(connection_file.parent, submission, settings), "--seccomp", str(seccomp_fd),
+            *prefix, "--", *inside]
 
 
 def environment(bwrap_options: list[str]) -> dict[str, str]:
@@ -343,7 +348,9 @@ def main(argv: list[str]) -> int:
         except zygote.ZygoteError as error:
             print(f"addnorm-sandbox: no forked kernel ({error}); starting the kernel itself", file=sys.stderr)
             (connection_file.parent / zygote.ALIVE).unlink(missing_ok=True)
-    command = kernel_command(connection_file, argv[1:], settings)
+    seccomp = os.open(syscall_filter.write_bpf(connection_file.parent.parent / SECCOMP_FILE), os.O_RDONLY)
+    os.set_inheritable(seccomp, True)                                # read by bwrap, after the exec
+    command = kernel_command(connection_file, argv[1:], settings, seccomp)
     os.execvp(command[0], command)
     return 1                                                        # not reached
 

@@ -7,8 +7,9 @@ bench/kernel_start.py, bench/README.md). The isolation stays the operating syste
 waits (it reads a FIFO, `ALIVE`, in the connection folder); the launcher then asks the zygote, over a Unix socket
 in a folder no kernel sees, to put a kernel into that sandbox. The zygote forks a child that does what `nsenter`
 does — it joins the waiting program's namespaces (cgroup, IPC, UTS, network, PID, mount) and becomes the grader
-user; the kernel it forks makes a user namespace of its own, drops every capability, sets no_new_privs and the
-sandbox's limits, and runs ipykernel in-process on the imports it already has.
+user; the kernel it forks makes a user namespace of its own, drops every capability, sets no_new_privs, installs
+the seccomp filter (`addnorm_grading.syscall_filter`) and the sandbox's limits, and runs ipykernel in-process on the
+imports it already has.
 
 What a forked kernel has, compared with a kernel started by the launcher: the same namespaces, mounts, user,
 limits, environment, working directory and staged files; the same PID namespace (its own /proc lists only the
@@ -43,6 +44,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from addnorm_grading import syscall_filter
 
 ALIVE = "alive"                   # the FIFO in the connection folder: the sandbox lives while the kernel holds it
 NAMESPACES = ("cgroup", "ipc", "uts", "net", "pid", "mnt")    # bwrap's, joined as root
@@ -276,6 +279,7 @@ def _own_user_namespace(uid: int, gid: int) -> None:
     _ok(_libc.capset(ctypes.byref(_CapabilityHeader(CAPABILITY_VERSION_3, 0)), (_CapabilityData * 2)()),
         "dropping every capability")
     _ok(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "setting no_new_privs")
+    syscall_filter.load()                         # the system calls no kernel may make, as bwrap's --seccomp
 
 
 def _hold_open(fifo: str) -> int:
