@@ -3,10 +3,12 @@
 Why this module exists: nbgrader's hook for isolating student code is the kernelspec it starts (`c.Execute.kernel_name`);
 the isolation itself is done by the operating system through well-kept tools — bubblewrap (mount, network, PID and
 IPC namespaces), setpriv (a separate unprivileged user when the grader is root), unshare (a user namespace of its
-own, so the process cap counts this kernel alone) and prlimit (memory, processes, file size). This file only puts
+own, so the process cap counts this kernel alone), prlimit (memory, processes, file size) and a seccomp filter that
+libseccomp builds (`addnorm_grading.syscall_filter`: the system calls no kernel may make). This file only puts
 their command line together. What a kernel may use (memory, processes, …) is decided by the grading process
 (`addnorm_grading.execute.SandboxedExecute`, from course.toml) and handed over in `sandbox.json`, in the folder above
-the connection file's, which the kernel does not see (it can write in its connection folder).
+the connection file's, which the kernel does not see (it writes its sockets in its connection folder, which is
+locked once it answers: `lock_connection_folder`).
 
 The kernel sees: the operating system's /usr (read-only, the nbgrader exchange hidden), a few files of /etc, the
 Python environment and the `addnorm` package (read-only, in the copy `addnorm_grading.withheld` makes: the functions
