@@ -388,7 +388,8 @@ print("THREADS", torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"), os.
     "traces_b": TRACES_CELL,
 }
 # raw HTML in a markdown cell, which nbgrader's feedback and formgrader templates render as they find it
-MARKDOWN_SCRIPT = "My answer. <img src=x onerror=\"document.title='markdown-ran'\">"
+MARKDOWN_SCRIPT = ("My answer. <img src=x onerror=\"document.title='markdown-ran'\"> "
+                   "[see my derivation](javascript:document.title='link-ran') ![a figure](attachment:missing.png)")
 # a file name that would clear nbgrader's terminal and print a line of the learner's as nbgrader's own
 FORGED_LOG_NAME = "x\x1b[2J\x1b[H\n[AutogradeApp | INFO] Autograding done: all points PASSED\n.ipynb"
 # what the kernel's death or a cut-short cell costs: the tests after the extra cell score zero
@@ -713,6 +714,8 @@ def test_a_learners_script_never_runs_in_the_feedback(graded):
     assert "<b>bold</b>" in html                                        # the learner's HTML, sanitized, shows
     assert "<script>document.title" not in html
     assert "My answer." in html and "<img src=x onerror" not in html and "&lt;img src=x onerror" in html
+    assert "see my derivation" in html and "javascript:document.title" not in html      # a dead link
+    assert 'alt="a figure"' in html                     # a missing attachment: a broken image, not a failed page
     assert "javascript-ran-in-feedback" not in html
 
 
@@ -724,6 +727,23 @@ def test_no_kernel_may_use_the_kernel_keyring(graded):
                              "--SandboxedExecute.fork_kernels=False"], graded["course"])
     outputs = graded_outputs(graded, student)
     assert "KEYRING DENIED EPERM" in outputs and "KEY ADDED" not in outputs
+
+
+def test_the_formgrader_shows_a_learners_markdown_without_running_it(graded):
+    """The formgrader's own page of a submission (its exporter as nbgrader's formgrader builds it, with the course's
+    config): raw HTML as text, a dead `javascript:` link, and a page at all despite a missing attachment."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.server_extensions.formgrader import handlers
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(graded["course"])).load_config()
+    config.HTMLExporter.template_name = "formgrade"
+    config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
+    resources = {"assignment_id": ASSIGNMENT, "notebook_id": NOTEBOOK, "submission_id": "x", "index": 0, "total": 1,
+                 "base_url": "", "student": "shows_a_script", "last_name": "", "first_name": "", "notebook_path": "/x"}
+    path = graded["course"] / "autograded" / "shows_a_script" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    html, _ = HTMLExporter(config=config).from_filename(str(path), resources=resources)
+    assert "My answer." in html and "<img src=x onerror" not in html and "javascript:document.title" not in html
 
 
 def test_a_message_the_grader_cannot_decode_stops_only_its_own_notebook(graded):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime
 
 from jinja2 import pass_context
-from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from nbconvert.filters.markdown_mistune import InvalidNotebook, IPythonRenderer, MarkdownWithMath
 from nbformat.v4 import new_markdown_cell
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
@@ -86,10 +86,21 @@ class ClearHiddenTestsOfTests(ClearHiddenTests):
 
 @pass_context
 def markdown_without_html(context, source: str) -> str:
-    """nbconvert's markdown2html, with raw HTML shown as the text it is (mistune's escape): the HTML pages of a
-    notebook — the feedback, the formgrader's view — render a student's markdown answer without running what it
-    holds (an `<img onerror=…>`, a `<script>`). Set for every HTMLExporter by `c.HTMLExporter.filters`."""
+    """nbconvert's markdown2html, with raw HTML shown as the text it is (mistune's escape) and links of harmful
+    protocols (`javascript:`, `data:text/html`, …) made dead: the HTML pages of a notebook — the feedback, the
+    formgrader's view — render a student's markdown answer without running what it holds (an `<img onerror=…>`, a
+    `<script>`, a link to click). An image of an attachment the cell does not have (nbconvert raises, and the whole
+    page failed: the formgrader showed an error instead of the submission) is shown as a broken image. Set for every
+    HTMLExporter by `c.HTMLExporter.filters`."""
     cell = context.get("cell", {})
     path = context.get("resources", {}).get("metadata", {}).get("path", "")
-    renderer = IPythonRenderer(escape=True, attachments=cell.get("attachments", {}), path=path)
-    return MarkdownWithMath(renderer=renderer).render(source)
+
+    def render(text: str) -> str:
+        renderer = IPythonRenderer(escape=True, allow_harmful_protocols=False,
+                                   attachments=cell.get("attachments", {}), path=path)
+        return MarkdownWithMath(renderer=renderer).render(text)
+
+    try:
+        return render(source)
+    except InvalidNotebook:                          # "missing attachment: <name>"
+        return render(source.replace("attachment:", "missing-attachment:"))
