@@ -108,8 +108,9 @@ def missing(user: str) -> str | None:
     """Why this machine cannot run a sandboxed kernel (a sentence with the fix), or None when it can."""
     if not sys.platform.startswith("linux"):
         return f"the grading sandbox needs Linux (this is {sys.platform}). " + UNSAFE_HINT
-    if syscall_filter.missing():
-        return f"{syscall_filter.missing()}. " + UNSAFE_HINT
+    unfiltered = syscall_filter.missing()
+    if unfiltered:
+        return f"{unfiltered}. " + UNSAFE_HINT
     for tool, package in (("bwrap", "bubblewrap"), ("prlimit", "util-linux"), ("setpriv", "util-linux"),
                           ("unshare", "util-linux")):
         if shutil.which(tool) is None:
