@@ -78,9 +78,14 @@ def service(tmp_path, empty_gradebook):
 
 
 def decided(app) -> dict[str, str]:
-    """What the service decides now: each submission's folder tag → "grade", or its latest ledger outcome."""
+    """What the service decides now: each submission's folder tag → "grade", or its latest ledger outcome
+    ("received" if it has no other)."""
     jobs = {s.name.rsplit("+", 1)[1]: kind for s, kind in app.next_jobs()}
-    latest = {entry.submission.rsplit("+", 1)[1]: entry.outcome for entry in app.ledger.entries()}
+    latest: dict[str, str] = {}
+    for entry in app.ledger.entries():
+        tag = entry.submission.rsplit("+", 1)[1]
+        if entry.outcome != "received" or tag not in latest:
+            latest[tag] = entry.outcome
     return {**latest, **jobs}
 
 
@@ -124,7 +129,8 @@ def test_each_genuine_submission_is_graded_and_a_forged_one_refused(service):
     submit(service.inbound, ME, 3, "mine")
     submit(service.inbound, OTHER, 2, "forged")
     assert decided(service) == {"mine": "grade", "forged": "refused"}
-    assert "belongs to" in service.ledger.entries()[0].detail
+    (refused,) = [e for e in service.ledger.entries() if e.outcome == "refused"]
+    assert "belongs to" in refused.detail
 
 
 def test_a_newer_submission_supersedes_one_not_yet_graded(service):
@@ -133,13 +139,48 @@ def test_a_newer_submission_supersedes_one_not_yet_graded(service):
     assert decided(service) == {"second": "grade", "first": "superseded"}
 
 
-def test_a_resubmission_waits_for_the_cooldown(service):
+def later(monkeypatch, seconds: float) -> None:
+    """Let the service's clock run `seconds` ahead (what the cooldown is measured with)."""
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) + datetime.timedelta(seconds=seconds)
+    monkeypatch.setattr("addnorm_grading.feedback_service.service.utc_now", lambda: now)
+
+
+def test_a_resubmission_waits_for_the_cooldown(service, monkeypatch):
     first = submit(service.inbound, ME, 3, "first")
+    assert decided(service) == {"first": "grade"}
     service.ledger.record(first.name, "graded", "score 1/8; feedback: all checks")
-    submit(service.inbound, ME, 2, "second")            # one minute after the first: cooldown 10 minutes
-    assert decided(service) == {"first": "graded"}       # nothing to do yet, nothing refused
-    service.cooldown = 30
+    submit(service.inbound, ME, 2, "second")            # received a moment after the first: cooldown 10 minutes
+    assert decided(service) == {"first": "graded", "second": "received"}     # waiting, nothing refused
+    later(monkeypatch, 601)
     assert decided(service) == {"first": "graded", "second": "grade"}
+
+
+def submit_named(inbound: Path, student: str, claimed: str, tag: str) -> Path:
+    """A submission whose name and timestamp.txt claim the time `claimed` (anybody can name a folder)."""
+    folder = inbound / f"{student}+01_residual+{claimed}+{tag}"
+    folder.mkdir(parents=True)
+    (folder / "residual.ipynb").write_text("{}")
+    (folder / "timestamp.txt").write_text(claimed)
+    time.sleep(0.02)                      # the next submission is received a clock tick or more later
+    return folder
+
+
+def test_a_back_dated_name_does_not_pass_the_cooldown(service, monkeypatch):
+    first = submit_named(service.inbound, ME, "2000-01-01 10:00:00.000000 UTC", "first")
+    assert decided(service) == {"first": "grade"}
+    service.ledger.record(first.name, "graded", "score 1/8; feedback: all checks")
+    submit_named(service.inbound, ME, "2000-01-02 10:00:00.000000 UTC", "second")    # "a day later", by its name
+    assert decided(service) == {"first": "graded", "second": "received"}
+    later(monkeypatch, 601)
+    assert decided(service) == {"first": "graded", "second": "grade"}
+
+
+def test_a_name_dated_in_the_future_does_not_make_a_submission_the_latest(service):
+    submit_named(service.inbound, ME, "2099-01-01 10:00:00.000000 UTC", "future")
+    submit_named(service.inbound, ME, "2000-01-01 10:00:00.000000 UTC", "past")       # received after it
+    assert decided(service) == {"past": "grade", "future": "superseded"}
+    received = service.ledger.first_seen()
+    assert all(abs(when - datetime.datetime.utcnow()) < datetime.timedelta(minutes=1) for when in received.values())
 
 
 def test_the_attempt_limit_cannot_be_passed(service):
@@ -194,7 +235,7 @@ def test_a_submission_that_is_no_notebook_is_recorded_as_not_graded_and_counts_a
     finished(service, folder, NotGraded("the file is empty; score 0/6; feedback: all checks"))
     (entry,) = service.ledger.entries()
     assert (entry.outcome, entry.detail) == ("not graded", "the file is empty; score 0/6; feedback: all checks")
-    assert service.ledger.finished() == {folder.name} and service.history() == {}     # never graded again, no attempt
+    assert service.ledger.finished() == {folder.name} and service.history([]) == {}     # never graded again, no attempt
 
 
 def test_a_submission_whose_grading_failed_tells_its_learner(service):
@@ -292,7 +333,8 @@ def test_the_service_grades_releases_early_feedback_and_completes_it_after_the_d
     due = datetime.datetime.utcnow() + datetime.timedelta(minutes=3)
     coursework.run_nbgrader(["db", "assignment", "add", "01_residual", f"--duedate={due:%Y-%m-%d %H:%M:%S} UTC"],
                             course)
-    folder = submit(inbound, ME, 0.1, "early")
+    sent = datetime.datetime.utcnow()
+    folder = submit_named(inbound, ME, "2099-01-01 10:00:00.000000 UTC", "early")     # its name: 73 years late
     (folder / "residual.ipynb").write_text(submissions.with_replacements("01_residual", HIDDEN_ONLY_MISTAKE,
                                                                          course / "solutions"))
     (folder / "submission_secret.txt").write_text("a secret only the student's cache and the exchange know")
@@ -307,16 +349,40 @@ def test_the_service_grades_releases_early_feedback_and_completes_it_after_the_d
         html = next((exchange / read_course(course / "course.toml").id / "feedback").glob("*.html")).read_text()
         assert "Before the due date" in html and HIDDEN_ONLY_WORDS not in html
         assert coursework.scores(course)[(ME, "01_residual", "residual")]["code"] < 6
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:     # its time is its receipt time
+            submission = gradebook.find_submission("01_residual", ME)
+            assert sent <= submission.timestamp <= datetime.datetime.utcnow(), submission.timestamp
+            assert submission.total_seconds_late == 0
         passed = datetime.datetime.utcnow() - datetime.timedelta(seconds=5)
         coursework.run_nbgrader(["db", "assignment", "add", "01_residual", f"--duedate={passed:%Y-%m-%d %H:%M:%S} UTC"],
                                 course)
         wait_for(lambda: [e for e in ledger.entries() if e.outcome == "full feedback"], service, timeout=120)
         html = next((exchange / read_course(course / "course.toml").id / "feedback").glob("*.html")).read_text()
         assert "Before the due date" not in html and HIDDEN_ONLY_WORDS in " ".join(html.split())
-        assert [e.outcome for e in ledger.entries()] == ["grading", "graded", "full feedback"]
+        assert [e.outcome for e in ledger.entries()] == ["received", "grading", "graded", "full feedback"]
     finally:
         service.send_signal(signal.SIGTERM)
         service.wait(timeout=60)
+
+
+@pytest.mark.slow
+def test_collect_takes_the_last_received_submission_and_records_its_receipt_time(tmp_path):
+    """nbgrader's collect picks the latest submission by its name's time and autograde records timestamp.txt, both
+    the student's word: SafeCollect orders by receipt time and writes it into the collected timestamp.txt."""
+    course = coursework.make_course(tmp_path / "course")
+    exchange = tmp_path / "exchange"
+    inbound = exchange / read_course(course / "course.toml").id / "inbound"
+    sent = datetime.datetime.utcnow()
+    future = submit_named(inbound, "ann", "2099-01-01 10:00:00.000000 UTC", "future")
+    (future / "residual.ipynb").write_text('{"received": "first"}')
+    past = submit_named(inbound, "ann", "2000-01-01 10:00:00.000000 UTC", "past")
+    (past / "residual.ipynb").write_text('{"received": "second"}')
+    result = coursework.run_nbgrader(["collect", "01_residual", f"--Exchange.root={exchange}",
+                                      "--ExchangeCollect.check_owner=False"], course)
+    collected = course / "submitted" / "ann" / "01_residual"
+    assert (collected / "residual.ipynb").read_text() == '{"received": "second"}', result.stdout + result.stderr
+    when = datetime.datetime.strptime((collected / "timestamp.txt").read_text(), "%Y-%m-%d %H:%M:%S.%f UTC")
+    assert sent <= when <= datetime.datetime.utcnow(), when
 
 
 HIDDEN_ONLY_MISTAKE = [("nn.Dropout(dropout)", "nn.Dropout(0.1)")]     # a hard-coded rate: a hidden check catches it

@@ -11,6 +11,11 @@ is a link or holds one, or a file or folder in it belongs to another Unix user. 
 `c.ExchangeFactory.collect`) never collects a refused submission (it is logged, and an earlier genuine one of the
 same student is collected instead) and copies only regular files and folders. The feedback service
 (addnorm_grading.feedback_service) makes the same check before it grades.
+
+Times: nbgrader's collect takes a submission's time from its folder's name, which the student wrote, to pick the
+latest submission and as the time autograde records and compares with the due date. `SafeCollect` uses the
+receipt time instead (addnorm_grading.receipts: when the feedback service first saw it, from its ledger, or the
+folder's last change) and writes it as the collected submission's timestamp.txt.
 """
 
 from __future__ import annotations
@@ -20,8 +25,13 @@ import os
 import pwd
 import shutil
 
+from pathlib import Path
+
 from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.utils import ignore_patterns
+
+from addnorm_grading.feedback_service.ledger import Ledger
+from addnorm_grading.receipts import receipt_time, write_receipt
 
 
 def links_in(folder: str) -> list[str]:
@@ -77,8 +87,21 @@ def copy_submission(src: str, dest: str, ignore=None) -> None:
 class SafeCollect(ExchangeCollect):
     """nbgrader's collect, taking no refused submission and copying no symbolic link (see the module's docstring)."""
 
+    def first_seen(self) -> dict[str, datetime.datetime]:
+        """When the feedback service first saw each submission (its ledger, if the course has one)."""
+        if not hasattr(self, "_first_seen"):
+            ledger = Path(self.coursedir.root) / "feedback-service" / "ledger"
+            self._first_seen = Ledger(ledger).first_seen() if os.access(ledger, os.R_OK) else {}
+        return self._first_seen
+
+    def receipt(self, path: str) -> datetime.datetime:
+        """The submission folder's receipt time (addnorm_grading.receipts)."""
+        return receipt_time(Path(path), self.first_seen().get(os.path.basename(path)))
+
     def _path_to_record(self, path):
         record = super()._path_to_record(path)
+        record["claimed"] = record["timestamp"]       # the name's time: the student's word, never used
+        record["timestamp"] = self.receipt(path)
         if self.check_owner:
             record["refusal"] = refusal(path, record["username"])
             if record["refusal"]:                    # sorted last: an earlier genuine submission is collected instead
@@ -107,6 +130,7 @@ class SafeCollect(ExchangeCollect):
                                f"{1000 * self.coursedir.max_dir_size}")
         copy_submission(src, dest, ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
                                                    max_file_size=self.coursedir.max_file_size, log=self.log))
+        write_receipt(Path(dest), self.receipt(src))             # measured after the copy: a change meanwhile counts
         if self.coursedir.groupshared:
             for directory, _, files in os.walk(dest):
                 os.chmod(directory, (os.stat(directory).st_mode | 0o2770) & 0o2777)

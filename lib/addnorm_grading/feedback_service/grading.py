@@ -9,6 +9,7 @@ service leaves no grading behind it.
 from __future__ import annotations
 
 import ctypes
+import datetime
 import os
 import shutil
 import signal
@@ -23,6 +24,7 @@ from addnorm_grading.feedback import before_due
 from addnorm_grading.exchange import copy_submission
 from addnorm_grading.feedback_service.inbound import Submission
 from addnorm_grading.feedback_service.ledger import ALL_CHECKS, VISIBLE_ONLY
+from addnorm_grading.receipts import nbgrader_time, receipt_time, write_receipt
 from addnorm_grading.structure import NOT_GRADED, notes
 
 PR_SET_PDEATHSIG = 1
@@ -53,8 +55,10 @@ def _check(step: str, result: dict) -> None:
         raise RuntimeError(f"{step} failed: {said[-1].strip() if said else log.strip()[-300:]}")
 
 
-def collect(submission: Submission) -> None:
-    """Copy the submission into submitted/<student>/<assignment>/, replacing what was there (no symbolic link)."""
+def collect(submission: Submission) -> datetime.datetime:
+    """Copy the submission into submitted/<student>/<assignment>/, replacing what was there (no symbolic link), with
+    its receipt time as its timestamp.txt (taken after the copy: a file changed meanwhile makes it later); return
+    that time."""
     coursedir = api.coursedir
     dest = Path(coursedir.format_path(coursedir.submitted_directory, submission.student, submission.assignment))
     if dest.exists():
@@ -62,6 +66,9 @@ def collect(submission: Submission) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     copy_submission(str(submission.path), str(dest), ignore_patterns(
         exclude=coursedir.ignore, include=coursedir.include, max_file_size=coursedir.max_file_size, log=api.log))
+    received = receipt_time(submission.path, submission.received)
+    write_receipt(dest, received)
+    return received
 
 
 def release(assignment: str, student: str) -> str:
@@ -79,7 +86,7 @@ class NotGraded(Exception):
 def grade(submission: Submission) -> str:
     """Collect, autograde, release feedback; return the ledger's detail (score, feedback kind, what was repaired), or
     raise NotGraded with the reason (its feedback, which says why, is released all the same)."""
-    collect(submission)
+    received = collect(submission)
     _check("autograde", api.autograde(submission.assignment, submission.student, force=True, create=True))
     feedback = release(submission.assignment, submission.student)
     with Gradebook(api.coursedir.db_url) as gradebook:
@@ -89,7 +96,7 @@ def grade(submission: Submission) -> str:
     reasons = [note[len(NOT_GRADED) + 2:] for note in said if note.startswith(NOT_GRADED + ":")]
     if reasons:
         raise NotGraded(f"{'; '.join(reasons)}; score {score:g}/{max_score:g}; {feedback}")
-    return "; ".join([f"score {score:g}/{max_score:g}", feedback, *said])
+    return "; ".join([f"score {score:g}/{max_score:g}", feedback, f"received {nbgrader_time(received)}", *said])
 
 
 def complete(submission: Submission) -> str:

@@ -1,4 +1,7 @@
-"""The submissions in nbgrader's inbound folder: `<student>+<assignment>+<timestamp>+<random>` folders."""
+"""The submissions in nbgrader's inbound folder: `<student>+<assignment>+<timestamp>+<random>` folders.
+
+The timestamp in a name is what the student's `nbgrader submit` wrote: it is kept as `claimed`, shown, and never
+used; the service decides with the receipt time (addnorm_grading.receipts)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,13 @@ class Submission:
     path: Path
     student: str
     assignment: str
-    timestamp: datetime.datetime      # naive UTC, as nbgrader keeps times
+    claimed: datetime.datetime        # the name's time, naive UTC: written by the student, never trusted
+    received: datetime.datetime | None = None      # its receipt time (addnorm_grading.receipts), once known
+
+    @property
+    def order(self) -> tuple[datetime.datetime, str]:
+        """Its place among submissions: by receipt time, and in a tie (one clock tick) by folder name."""
+        return (self.received, self.name)
 
     @property
     def name(self) -> str:
@@ -47,8 +56,8 @@ def parse(path: Path) -> Submission | None:
 
 
 def submissions(inbound: Path) -> list[Submission]:
-    """Every submission in the inbound folder, oldest first."""
+    """Every submission in the inbound folder, in the order of their names."""
     if not inbound.is_dir():
         return []
-    found = [parse(path) for path in inbound.iterdir()]
-    return sorted((s for s in found if s is not None), key=lambda s: (s.timestamp, s.name))
+    found = [parse(path) for path in sorted(inbound.iterdir())]
+    return [s for s in found if s is not None]

@@ -2,7 +2,8 @@
 
     2026-12-01T22:10:03Z<TAB><submission folder><TAB><outcome><TAB><detail>
 
-Outcomes: `grading` (started), then one final outcome: `graded` (score, and whether the feedback shows the visible
+Outcomes: `received` (the first line of every submission: its receipt time when the service first saw it, to the
+microsecond; addnorm_grading.receipts), `grading` (started), then one final outcome: `graded` (score, and whether the feedback shows the visible
 checks only; what was repaired in a notebook whose structure was broken), `not graded` (a file that is not a notebook:
 the reason, and its score of zero; the learner's feedback says why; it counts as no attempt), `failed` (nbgrader
 stopped on it; the learner gets a notice), `refused` (not the named student's own work, or past the
@@ -18,6 +19,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from addnorm_grading.receipts import NBGRADER_FORMAT
+
+RECEIVED = "received"
 NOT_GRADED = "not graded"
 FINAL = ("graded", NOT_GRADED, "failed", "refused", "superseded")
 VISIBLE_ONLY = "feedback: visible checks only"
@@ -59,6 +63,16 @@ class Ledger:
             return []
         lines = self.path.read_text(encoding="utf-8").splitlines()
         return [Entry(*line.split("\t", 3)) for line in lines if line.count("\t") >= 3]
+
+    def first_seen(self) -> dict[str, datetime.datetime]:
+        """When the service first saw each submission (its `received` line), naive UTC."""
+        return {e.submission: datetime.datetime.strptime(e.detail, NBGRADER_FORMAT)
+                for e in self.entries() if e.outcome == RECEIVED}
+
+    def receive(self, submission: str, when: datetime.datetime) -> datetime.datetime:
+        """Record that the service received `submission` at `when` (naive UTC), and return it."""
+        self.record(submission, RECEIVED, when.strftime(NBGRADER_FORMAT))
+        return when
 
     def finished(self) -> set[str]:
         """The submissions with a final outcome."""

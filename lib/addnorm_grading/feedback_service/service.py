@@ -7,6 +7,7 @@ the ledger and the gradebook's due dates, and writes the ledger.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import os
@@ -26,6 +27,7 @@ from addnorm_grading.feedback_service import grading
 from addnorm_grading.feedback_service.inbound import Submission, parse, submissions
 from addnorm_grading.feedback_service.ledger import NOT_GRADED, Ledger
 from addnorm_grading.feedback_service.notices import release_notice
+from addnorm_grading.receipts import change_time, receipt_time
 
 
 FAILED_NOTICE = ("This submission of {assignment} was not graded: the grader stopped on it, and your instructor has "
@@ -107,20 +109,41 @@ class FeedbackService(Application):
             self.due_dates[assignment] = due_date(f"sqlite:///{self.db}", assignment)
         return self.due_dates.get(assignment)
 
-    def history(self) -> dict[tuple[str, str], list[Submission]]:
-        """The graded submissions of each (student, assignment), oldest first."""
+    def received(self, found: list[Submission]) -> list[Submission]:
+        """The submissions found, each with its receipt time (addnorm_grading.receipts), in the order they were
+        received; one seen for the first time is recorded as received. A folder removed meanwhile is left out."""
+        first_seen, received = self.ledger.first_seen(), []
+        for submission in found:
+            try:
+                if submission.name not in first_seen:
+                    first_seen[submission.name] = self.ledger.receive(submission.name, change_time(submission.path))
+                when = receipt_time(submission.path, first_seen[submission.name])
+            except FileNotFoundError:
+                continue
+            received.append(dataclasses.replace(submission, received=when))
+        return sorted(received, key=lambda s: s.order)
+
+    def history(self, found: list[Submission]) -> dict[tuple[str, str], list[Submission]]:
+        """The graded submissions of each (student, assignment), in the order they were received (a folder removed
+        since: when the service first saw it)."""
+        first_seen, now = self.ledger.first_seen(), {s.name: s for s in found}
         graded: dict[tuple[str, str], list[Submission]] = {}
         for entry in self.ledger.graded():
-            submission = parse(self.inbound / entry.submission)
+            submission = now.get(entry.submission) or parse(self.inbound / entry.submission)
+            if submission and submission.received is None:
+                submission = dataclasses.replace(submission, received=first_seen.get(entry.submission,
+                                                                                     datetime.datetime.min))
             if submission:
                 graded.setdefault(submission.key, []).append(submission)
-        return graded
+        return {key: sorted(them, key=lambda s: s.order) for key, them in graded.items()}
 
     def next_jobs(self) -> list[tuple[Submission, str]]:
-        """Record what is decided now (refused, superseded) and return what to grade: (submission, "grade")."""
+        """Record what is decided now (received, refused, superseded) and return what to grade: (submission,
+        "grade"). Every time here is a receipt time: what a folder's name says is never used."""
         finished = self.ledger.finished()
         busy = {submission.key for submission, _, _ in self.running.values()}
-        waiting = [s for s in submissions(self.inbound) if s.name not in finished and s.name not in self.running]
+        found = self.received(submissions(self.inbound))
+        waiting = [s for s in found if s.name not in finished and s.name not in self.running]
         genuine = []
         for submission in waiting:
             reason = refusal(str(submission.path), submission.student)
@@ -129,9 +152,9 @@ class FeedbackService(Application):
                 self.ledger.record(submission.name, "refused", reason)
             else:
                 genuine.append(submission)
-        history, jobs = self.history(), []
+        history, jobs = self.history(found), []
         for submission in genuine:
-            newer = [s for s in genuine if s.key == submission.key and s.timestamp > submission.timestamp]
+            newer = [s for s in genuine if s.key == submission.key and s.order > submission.order]
             if newer:
                 self.ledger.record(submission.name, "superseded", f"by {newer[-1].name}")
                 continue
@@ -144,7 +167,7 @@ class FeedbackService(Application):
                 continue
             if submission.key in busy:
                 continue
-            if earlier and utc_now() < earlier[-1].timestamp + datetime.timedelta(seconds=self.cooldown):
+            if earlier and utc_now() < earlier[-1].received + datetime.timedelta(seconds=self.cooldown):
                 continue                              # the cooldown: graded when it has passed
             busy.add(submission.key)
             jobs.append((submission, "grade"))
