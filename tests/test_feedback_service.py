@@ -71,7 +71,7 @@ def service(tmp_path, empty_gradebook):
     shutil.copy(ROOT / "course.toml", course)
     exchange = tmp_path / "exchange"
     shutil.copy(empty_gradebook, course / "gradebook.db")
-    app = FeedbackService(course=str(course), exchange=str(exchange), cooldown=600, attempt_limit=2)
+    app = FeedbackService(course=str(course), exchange=str(exchange), cooldown=600, attempt_limit=2, settle=0)
     app.initialize([])
     app.inbound.mkdir(parents=True)
     return app
@@ -143,6 +143,30 @@ def later(monkeypatch, seconds: float) -> None:
     """Let the service's clock run `seconds` ahead (what the cooldown is measured with)."""
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) + datetime.timedelta(seconds=seconds)
     monkeypatch.setattr("addnorm_grading.feedback_service.service.utc_now", lambda: now)
+
+
+def test_a_bad_upload_is_refused_with_a_notice_and_the_others_are_graded(service):
+    bad = submit(service.inbound, ME, 3, "bad")
+    (bad / "residual.ipynb").write_text("this is not json")
+    (bad / "submission_secret.txt").write_text("the student's secret")
+    submit(service.inbound, "root" if ME != "root" else "nobody", 2, "other")     # another's: refused on its own
+    assert decided(service)["bad"] == "refused"
+    (entry,) = [e for e in service.ledger.entries() if e.outcome == "refused" and e.submission == bad.name]
+    assert entry.detail.startswith("residual.ipynb is not a notebook: it is not JSON"), entry.detail
+    (notice,) = (service.inbound.parent / "feedback").glob("*.html")
+    assert "not graded: residual.ipynb is not a notebook" in notice.read_text()
+    assert not (service.course_root / "submitted").exists()
+    good = submit(service.inbound, ME, 1, "good")
+    assert decided(service)["good"] == "grade"               # the service goes on
+    assert good.exists()
+
+
+def test_a_submission_still_arriving_waits_until_it_settles(service, monkeypatch):
+    service.settle = 3
+    submit(service.inbound, ME, 1, "arriving")
+    assert decided(service) == {"arriving": "received"}
+    later(monkeypatch, 4)
+    assert decided(service) == {"arriving": "grade"}
 
 
 def test_a_resubmission_waits_for_the_cooldown(service, monkeypatch):

@@ -39,12 +39,32 @@ class SandboxLimits:
 
 
 @dataclass(frozen=True)
+class UploadLimits:
+    """What one submission may hold (addnorm_grading.uploads)."""
+
+    files: int           # files and folders
+    size: str            # e.g. "32M": all its files together
+
+    @property
+    def size_bytes(self) -> int:
+        return size_in_bytes(self.size)
+
+
+def size_in_bytes(size: str) -> int:
+    """'256M' -> 268435456 (suffixes K, M, G; none: bytes)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(size[:-1]) * units[size[-1].upper()] if size[-1].upper() in units else int(size)
+
+
+@dataclass(frozen=True)
 class Course:
-    """The course: its id, nbgrader's exchange folder, the sandbox limits, the class hub's users, its folder."""
+    """The course: its id, nbgrader's exchange folder, the sandbox and upload limits, the class hub's users, its
+    folder."""
 
     id: str
     exchange: Path
     sandbox: SandboxLimits
+    uploads: UploadLimits
     instructor: str
     students: tuple[str, ...]
     root: Path           # the folder course.toml is in: the course folder
@@ -88,11 +108,13 @@ def read_course(path: Path | str | None = None) -> Course:
         raise CourseFileError(f"cannot read the course's constants from {path}: {error} (a course folder holds "
                               f"{FILE_NAME} beside nbgrader_config.py and solutions/)") from None
     try:
-        course, sandbox, hub = data["course"], data["sandbox"], data["hub"]
+        course, sandbox, uploads, hub = data["course"], data["sandbox"], data["uploads"], data["hub"]
         limits = SandboxLimits(**{f.name: sandbox[f.name] for f in fields(SandboxLimits)})
         return Course(id=course["id"], exchange=Path(course["exchange"]), sandbox=with_environment(limits),
+                      uploads=UploadLimits(**{f.name: uploads[f.name] for f in fields(UploadLimits)}),
                       instructor=hub["instructor"], students=tuple(hub["students"]), root=path.resolve().parent)
     except KeyError as missing:
         raise CourseFileError(f"{path} has no {missing}: it needs [course] id and exchange, [sandbox] "
-                         f"{', '.join(f.name for f in fields(SandboxLimits))}, and [hub] instructor and students"
+                         f"{', '.join(f.name for f in fields(SandboxLimits))}, [uploads] files and size, and [hub] "
+                         f"instructor and students"
                          ) from None

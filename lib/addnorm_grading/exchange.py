@@ -8,9 +8,11 @@ into autograding.
 
 `refusal(folder, student)` says why a submission is not the named student's own work (None when it is): the folder
 is a link or holds one, or a file or folder in it belongs to another Unix user. `SafeCollect` (nbgrader_config.py's
-`c.ExchangeFactory.collect`) never collects a refused submission (it is logged, and an earlier genuine one of the
-same student is collected instead) and copies only regular files and folders. The feedback service
-(addnorm_grading.feedback_service) makes the same check before it grades.
+`c.ExchangeFactory.collect`) never collects a refused submission — not the named student's own, or breaking a rule
+of what a submission may hold (addnorm_grading.uploads: size, file count, names, notebooks that parse); both checked
+with nbgrader's `check_owner` on, its default — (it is logged, and an earlier genuine one of the same student is
+collected instead) and copies only regular files and folders. The feedback service
+(addnorm_grading.feedback_service) makes the same checks before it grades.
 
 Times: nbgrader's collect takes a submission's time from its folder's name, which the student wrote, to pick the
 latest submission and as the time autograde records and compares with the due date. `SafeCollect` uses the
@@ -31,7 +33,9 @@ from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.utils import ignore_patterns
 
 from addnorm_grading.feedback_service.ledger import Ledger
+from addnorm_grading.course import UploadLimits, read_course
 from addnorm_grading.receipts import receipt_time, write_receipt
+from addnorm_grading.uploads import folder_problem
 
 
 def links_in(folder: str) -> list[str]:
@@ -94,6 +98,10 @@ class SafeCollect(ExchangeCollect):
             self._first_seen = Ledger(ledger).first_seen() if os.access(ledger, os.R_OK) else {}
         return self._first_seen
 
+    def upload_limits(self) -> UploadLimits:
+        """What one submission may hold: course.toml's [uploads]."""
+        return read_course(Path(self.coursedir.root) / "course.toml").uploads
+
     def receipt(self, path: str) -> datetime.datetime:
         """The submission folder's receipt time (addnorm_grading.receipts)."""
         return receipt_time(Path(path), self.first_seen().get(os.path.basename(path)))
@@ -103,7 +111,7 @@ class SafeCollect(ExchangeCollect):
         record["claimed"] = record["timestamp"]       # the name's time: the student's word, never used
         record["timestamp"] = self.receipt(path)
         if self.check_owner:
-            record["refusal"] = refusal(path, record["username"])
+            record["refusal"] = refusal(path, record["username"]) or folder_problem(Path(path), self.upload_limits())
             if record["refusal"]:                    # sorted last: an earlier genuine submission is collected instead
                 record["timestamp"] = datetime.datetime.min
         return record

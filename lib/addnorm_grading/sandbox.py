@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from addnorm_grading import syscall_filter, withheld, zygote
-from addnorm_grading.course import SandboxLimits, read_course
+from addnorm_grading.course import SandboxLimits, read_course, size_in_bytes
 
 SETTINGS_FILE = "sandbox.json"      # the limits and what to hide, from the grader, above the connection folder
 SECCOMP_FILE = "seccomp.bpf"        # the system calls refused (addnorm_grading.syscall_filter), beside it
@@ -180,7 +180,7 @@ def bwrap_arguments(connection_dir: Path, submission: Path, settings: Settings) 
             args += ["--ro-bind", str(top), str(top)]
     for name in ETC_FILES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    scratch = str(_bytes(settings.limits.scratch))
+    scratch = str(size_in_bytes(settings.limits.scratch))
     args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", scratch, "--tmpfs", "/tmp",
              "--perms", "1777", "--size", scratch, "--tmpfs", "/dev/shm"]
     for tree in readable_trees():
@@ -204,16 +204,10 @@ def bwrap_arguments(connection_dir: Path, submission: Path, settings: Settings) 
     return args
 
 
-def _bytes(size: str) -> int:
-    """'256M' -> 268435456 (suffixes K, M, G)."""
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(size[:-1]) * units[size[-1].upper()] if size[-1].upper() in units else int(size)
-
-
 def resource_limits(limits: SandboxLimits) -> dict[str, int]:
     """The kernel's resource limits, each by its name in prlimit's options and in setrlimit's RLIMIT_<NAME>: one
     table for both ways of starting a kernel (prlimit in `kernel_command`, setrlimit in a forked kernel)."""
-    return {"as": _bytes(limits.memory), "nproc": limits.processes, "fsize": _bytes(limits.file_size), "core": 0}
+    return {"as": size_in_bytes(limits.memory), "nproc": limits.processes, "fsize": size_in_bytes(limits.file_size), "core": 0}
 
 
 def kernel_command(connection_file: Path, kernel_args: list[str], settings: Settings, seccomp_fd: int) -> list[str]:
@@ -288,7 +282,7 @@ def _wait_for_program(init: int, argv: list[str], process: subprocess.Popen, sec
     while time.monotonic() < deadline and process.poll() is None:
         try:
             for child in Path(f"/proc/{init}/task/{init}/children").read_text().split():
-                if Path(f"/proc/{child}/cmdline").read_bytes() == expected:
+                if Path(f"/proc/{child}/cmdline").readsize_in_bytes() == expected:
                     return int(child)
         except OSError:
             pass

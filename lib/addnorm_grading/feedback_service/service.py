@@ -28,12 +28,16 @@ from addnorm_grading.feedback_service.inbound import Submission, parse, submissi
 from addnorm_grading.feedback_service.ledger import NOT_GRADED, Ledger
 from addnorm_grading.feedback_service.notices import release_notice
 from addnorm_grading.receipts import change_time, receipt_time
+from addnorm_grading.uploads import folder_problem
 
 
 FAILED_NOTICE = ("This submission of {assignment} was not graded: the grader stopped on it, and your instructor has "
                  "the reason in the grading log. Submit it again, or ask your instructor.")
 LIMIT_NOTICE = ("You have used all {limit} graded submissions of {assignment}, so this one was not graded. Your "
                 "grade is the one of your last graded submission; ask your instructor if you need another attempt.")
+
+UPLOAD_NOTICE = ("This submission of {assignment} was not graded: {reason}. It was neither collected nor graded, and "
+                 "it counts as no attempt: submit it again without that.")
 
 
 class FeedbackService(Application):
@@ -52,6 +56,8 @@ class FeedbackService(Application):
                         "(0: no limit).").tag(config=True)
     workers = Int(help="Submissions graded at a time (default: the number of cores).").tag(config=True)
     poll_interval = Float(2.0, help="Seconds between looks at the inbound folder.").tag(config=True)
+    settle = Float(3.0, help="Seconds a submission must be unchanged before it is decided on: `nbgrader submit` "
+                   "writes into the inbound folder in place, so a younger one may still be arriving.").tag(config=True)
     due_date_refresh = Float(30.0, help="Seconds between readings of the assignments' due dates from the gradebook."
                              ).tag(config=True)
     state = Unicode(help="Where the ledger and the PID file are (default: <course>/feedback-service).").tag(config=True)
@@ -79,7 +85,8 @@ class FeedbackService(Application):
         super().initialize(argv)
         from addnorm_grading.course import read_course
         self.course_root = Path(self.course).resolve()
-        course_id = read_course(self.course_root / "course.toml").id
+        course = read_course(self.course_root / "course.toml")
+        course_id, self.upload_limits = course.id, course.uploads
         self.inbound = Path(self.exchange) / course_id / "inbound"
         self.db = self.course_root / "gradebook.db"
         state = Path(self.state)
@@ -143,15 +150,23 @@ class FeedbackService(Application):
         finished = self.ledger.finished()
         busy = {submission.key for submission, _, _ in self.running.values()}
         found = self.received(submissions(self.inbound))
-        waiting = [s for s in found if s.name not in finished and s.name not in self.running]
+        settled = utc_now() - datetime.timedelta(seconds=self.settle)
+        waiting = [s for s in found if s.name not in finished and s.name not in self.running and s.received <= settled]
         genuine = []
         for submission in waiting:
             reason = refusal(str(submission.path), submission.student)
-            if reason:
+            if reason:                                # not the named student's: the notice would go to the victim
                 self.log.warning("refused %s: %s", submission.name, reason)
                 self.ledger.record(submission.name, "refused", reason)
-            else:
-                genuine.append(submission)
+                continue
+            reason = folder_problem(submission.path, self.upload_limits)
+            if reason:                                # the student's own: they read why
+                self.log.warning("refused %s: %s", submission.name, reason)
+                self.ledger.record(submission.name, "refused", reason)
+                release_notice(self.inbound.parent / "feedback", submission, UPLOAD_NOTICE.format(
+                    assignment=submission.assignment, reason=reason))
+                continue
+            genuine.append(submission)
         history, jobs = self.history(found), []
         for submission in genuine:
             newer = [s for s in genuine if s.key == submission.key and s.order > submission.order]
