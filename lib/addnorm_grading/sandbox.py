@@ -207,7 +207,8 @@ def bwrap_arguments(connection_dir: Path, submission: Path, settings: Settings) 
 def resource_limits(limits: SandboxLimits) -> dict[str, int]:
     """The kernel's resource limits, each by its name in prlimit's options and in setrlimit's RLIMIT_<NAME>: one
     table for both ways of starting a kernel (prlimit in `kernel_command`, setrlimit in a forked kernel)."""
-    return {"as": size_in_bytes(limits.memory), "nproc": limits.processes, "fsize": size_in_bytes(limits.file_size), "core": 0}
+    return {"as": size_in_bytes(limits.memory), "nproc": limits.processes,
+            "fsize": size_in_bytes(limits.file_size), "core": 0}
 
 
 def kernel_command(connection_file: Path, kernel_args: list[str], settings: Settings, seccomp_fd: int) -> list[str]:
@@ -251,7 +252,9 @@ def forked_kernel(connection_file: Path, kernel_args: list[str], settings: Setti
     os.chmod(alive, 0o602)             # read by root's waiting program, written (held open) by the kernel
     info_read, info_write = os.pipe()
     command = waiting_command(connection_file, settings, info_write)
-    process = subprocess.Popen(command, pass_fds=(info_write,), stdin=subprocess.DEVNULL)
+    # nothing of the grading process's is inherited: a sandbox left behind must not hold its output pipes open
+    process = subprocess.Popen(command, pass_fds=(info_write,), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.close(info_write)
     try:
         with os.fdopen(info_read, "rb") as info:
@@ -282,7 +285,7 @@ def _wait_for_program(init: int, argv: list[str], process: subprocess.Popen, sec
     while time.monotonic() < deadline and process.poll() is None:
         try:
             for child in Path(f"/proc/{init}/task/{init}/children").read_text().split():
-                if Path(f"/proc/{child}/cmdline").readsize_in_bytes() == expected:
+                if Path(f"/proc/{child}/cmdline").read_bytes() == expected:
                     return int(child)
         except OSError:
             pass
