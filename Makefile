@@ -24,7 +24,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: secret translations book test test-fast lab exercises serve clean graphviz browser sweep budget hub hub-down sandbox grade check capstone hub-enroll
+.PHONY: secret translations book test test-fast lab exercises serve clean graphviz postgres browser sweep budget hub hub-down sandbox grade check capstone hub-enroll
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ APT_INSTALL = apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get insta
 # The diagrams are drawn by Graphviz's `dot` when the book is built.
 graphviz:
 	@command -v dot >/dev/null || { $(APT_INSTALL) graphviz >/dev/null; }
+
+# The gradebook can live in PostgreSQL when grading leaves one machine (addnorm_grading.postgres): Debian's server.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { $(APT_INSTALL) postgresql >/dev/null; }
 
 # The website tests drive Debian's Chromium (a test tool's own browser download does not work offline);
 # the CJK font lets the glossary's Chinese terms render in its screenshots.
@@ -62,7 +66,7 @@ book: $(STAMP) graphviz $(BOOK_LIB_STAMP)
 translations: $(STAMP)
 	$(BIN)/python tools/translations.py update
 
-test: $(STAMP) graphviz browser sandbox
+test: $(STAMP) graphviz postgres browser sandbox
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)

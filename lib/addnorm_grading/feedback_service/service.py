@@ -18,6 +18,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
+from nbgrader.apps.nbgraderapp import NbGraderApp
+from nbgrader.coursedir import CourseDirectory
 from traitlets import Float, Int, Unicode, default
 from traitlets.config import Application
 
@@ -38,6 +40,20 @@ LIMIT_NOTICE = ("You have used all {limit} graded submissions of {assignment}, s
 
 UPLOAD_NOTICE = ("This submission of {assignment} was not graded: {reason}. It was neither collected nor graded, and "
                  "it counts as no attempt: submit it again without that.")
+
+
+def gradebook_url(course: Path) -> str:
+    """The gradebook nbgrader grades the course into (`CourseDirectory.db_url` in the course's or the user's
+    nbgrader_config.py; by default the course's gradebook.db): the service reads the due dates where the workers
+    write the grades, SQLite on one machine or PostgreSQL (addnorm_grading.postgres)."""
+    here = os.getcwd()
+    os.chdir(course)
+    try:
+        settings = NbGraderApp()
+        settings.load_config_file()
+        return CourseDirectory(config=settings.config).db_url
+    finally:
+        os.chdir(here)
 
 
 class FeedbackService(Application):
@@ -88,7 +104,8 @@ class FeedbackService(Application):
         course = read_course(self.course_root / "course.toml")
         course_id, self.upload_limits = course.id, course.uploads
         self.inbound = Path(self.exchange) / course_id / "inbound"
-        self.db = self.course_root / "gradebook.db"
+        self.db_url = gradebook_url(self.course_root)
+        self.db = Path(self.db_url.removeprefix("sqlite:///")) if self.db_url.startswith("sqlite:///") else None
         state = Path(self.state)
         state.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.ledger = Ledger(state / "ledger")
@@ -101,7 +118,7 @@ class FeedbackService(Application):
     def use_wal(self) -> None:
         """Put the gradebook in SQLite's WAL mode (it stays so): readers, the formgrader, never wait for a writer.
         Tried before every job until it is done (a new course has no gradebook yet)."""
-        if not self.wal and self.db.is_file():
+        if not self.wal and self.db and self.db.is_file():
             with sqlite3.connect(self.db, timeout=30) as connection:
                 mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             self.wal = mode == "wal"
@@ -112,8 +129,8 @@ class FeedbackService(Application):
         """The assignment's due date, read from the gradebook at most every due_date_refresh seconds."""
         if time.monotonic() - self.due_read > self.due_date_refresh:
             self.due_dates, self.due_read = {}, time.monotonic()
-        if assignment not in self.due_dates and self.db.is_file():
-            self.due_dates[assignment] = due_date(f"sqlite:///{self.db}", assignment)
+        if assignment not in self.due_dates and (self.db is None or self.db.is_file()):
+            self.due_dates[assignment] = due_date(self.db_url, assignment)
         return self.due_dates.get(assignment)
 
     def received(self, found: list[Submission]) -> list[Submission]:
