@@ -6,11 +6,14 @@ up   builds a Python environment every user can read (/opt/addnorm-hub/venv, fro
      --students N, student1 … studentN; homes 0700), each with a password of its own (state/passwords, root only:
      one `user password` a line) for JupyterHub's PAM login, nbgrader's exchange folder and the instructor's course
      folder (nbgrader_config.py, course.toml, solutions/ and checks/, every assignment generated, the students
-     enrolled), then starts JupyterHub in the background (PID in state/hub.pid).
+     enrolled) with its gradebook in a PostgreSQL cluster run by the instructor (/opt/addnorm-hub/postgres, made by
+     addnorm_grading.postgres: a password only the instructor can read), then starts JupyterHub in the background
+     (PID in state/hub.pid).
 enroll FILE  adds a class list in nbgrader's students.csv format (id,first_name,last_name,email): a Unix user and a
      password for each id, and the students in nbgrader's gradebook (`nbgrader db student import`), on a running hub.
 down stops the hub, every user server it recorded and any process left of the hub's users (by PID), removes every
-     user the hub made (whatever the class size) with their homes, the course's exchange folder and the hub's state.
+     user the hub made (whatever the class size) with their homes, the course's exchange folder, the gradebook's
+     cluster and the hub's state.
      The environment stays: it is slow to build, and holds nobody's data. Both are safe to run twice, and `down`
      after a failed or interrupted `up`.
 
@@ -46,6 +49,7 @@ HUB_HOME = Path(os.environ.get("ADDNORM_HUB_HOME", "/opt/addnorm-hub"))
 VENV = HUB_HOME / "venv"
 NODE = HUB_HOME / "node"
 STATE = HUB_HOME / "state"
+GRADEBOOK = HUB_HOME / "postgres"     # beside the state folder, not in it: that is root's alone, this the instructor's
 PORT = int(os.environ.get("ADDNORM_HUB_PORT", "8000"))
 SYSTEM_PYTHON = "/usr/bin/python3.11"          # Debian's: root's own Python may live where users cannot read
 PROXY_VERSION = "5.3.0"                        # configurable-http-proxy, from npm
@@ -232,6 +236,25 @@ def install_settings() -> None:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
 
+def ensure_gradebook() -> None:
+    """The gradebook's PostgreSQL cluster, run by the instructor: made at the first `up`, started at every one."""
+    run([str(VENV / "bin" / "python"), "-m", "addnorm_grading.postgres", "up", str(GRADEBOOK), "--owner", INSTRUCTOR])
+
+
+INSTRUCTOR_CONFIG = """\
+c = get_config()  # noqa: F821
+c.CourseDirectory.root = "{course}"
+
+# The gradebook: the hub's PostgreSQL cluster. Its address holds the password, read from the instructor's own
+# file (0600) each time nbgrader starts; it is written nowhere else.
+from pathlib import Path  # noqa: E402
+
+from addnorm_grading.postgres import Cluster  # noqa: E402
+
+c.CourseDirectory.db_url = Cluster(Path("{gradebook}"), "{instructor}").url()
+"""
+
+
 def ensure_course(students: tuple[str, ...]) -> None:
     """The instructor's course folder: what a course folder needs, every assignment generated, the students enrolled."""
     ready = STATE / "course-ready"
@@ -249,7 +272,7 @@ def ensure_course(students: tuple[str, ...]) -> None:
     jupyter_dir = Path("/home") / INSTRUCTOR / ".jupyter"
     jupyter_dir.mkdir(exist_ok=True)
     (jupyter_dir / "nbgrader_config.py").write_text(
-        f'c = get_config()  # noqa: F821\nc.CourseDirectory.root = "{COURSE}"\n')
+        INSTRUCTOR_CONFIG.format(course=COURSE, gradebook=GRADEBOOK, instructor=INSTRUCTOR))
     run(["chown", "-R", f"{INSTRUCTOR}:{INSTRUCTOR}", str(COURSE), str(jupyter_dir)])
     as_user(INSTRUCTOR, ["python", "-m", "addnorm_grading.secret", str(COURSE)])    # the course's own, owner-only
     for assignment in assignments():                 # one id per call
@@ -338,6 +361,7 @@ def up(count: int | None) -> None:
     (STATE / "class").write_text(" ".join(students))
     ensure_exchange()
     install_settings()
+    ensure_gradebook()
     ensure_course(students)
     start_hub(students)
 
@@ -433,7 +457,14 @@ def down() -> None:
     servers = [pid for pid in recorded_server_pids() if Path(f"/proc/{pid}").exists()
                and Path(f"/proc/{pid}").stat().st_uid in ours]
     stop([pid for pid in [proxy, *servers] if pid])
-    stop(process_ids_of(ours))                       # kernels and terminals a killed server left behind
+    if (GRADEBOOK / "data").is_dir() and (VENV / "bin" / "python").exists() and names:
+        subprocess.run([str(VENV / "bin" / "python"), "-m", "addnorm_grading.postgres", "down", str(GRADEBOOK),
+                        "--owner", INSTRUCTOR], capture_output=True)     # cleanly; what is left is stopped below
+    for _ in range(5):                               # kernels and terminals a killed server left behind, and
+        left = process_ids_of(ours)                  # what a stopping process started meanwhile
+        if not left:
+            break
+        stop(left)
     for name in names:
         run(["userdel", "--remove", name])
     if names:
@@ -448,8 +479,9 @@ def down() -> None:
         for folder in (EXCHANGE, EXCHANGE.parent):
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
+    shutil.rmtree(GRADEBOOK, ignore_errors=True)
     shutil.rmtree(STATE, ignore_errors=True)
-    say("the course hub is down; its users, homes and exchange are gone")
+    say("the course hub is down; its users, homes, exchange and gradebook are gone")
 
 
 def main() -> None:

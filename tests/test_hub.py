@@ -14,7 +14,8 @@ a host other than 127.0.0.1 aborted (and a wrong password refused):
    command the guide gives), enters a manual grade for the written answer, generates and releases feedback;
 4. student1 fetches the feedback and sees their own score;
 5. as the Unix user student2 (runuser): student1's work, the exchange's inbound and feedback listings, the
-   instructor's solutions/ and gradebook are all unreadable, while student2's own notebook is readable.
+   instructor's solutions/ and gradebook (PostgreSQL: its password, its data, a connection without the password)
+   are all out of reach, while student2's own notebook is readable.
 
 Finally `make hub-down` runs and the test checks that no user (the enrolled one too), home or process of the hub
 is left. Screenshots of
@@ -62,6 +63,7 @@ ENROLLED = "student9"                                               # added by `
 COURSE = Path("/home") / INSTRUCTOR / CONSTANTS["course"]["id"]
 EXCHANGE = Path(CONSTANTS["course"]["exchange"]) / CONSTANTS["course"]["id"]
 ASSIGNMENTS = sorted(folder.name for folder in (ROOT / "solutions").iterdir() if folder.is_dir())
+GRADEBOOK = HUB_HOME / "postgres"                                  # the gradebook's cluster, the instructor's
 ASSIGNMENT = "01_residual"
 NOTEBOOK = "residual.ipynb"
 SHOTS = ROOT / "_build" / "screenshots" / "hub"
@@ -133,7 +135,7 @@ def hub(tmp_path_factory) -> Iterator[dict[str, str]]:
         left_homes = [user for user in everyone if Path(f"/home/{user}").exists()]
         assert not left_users and not left_homes, f"make hub-down left users {left_users}, homes {left_homes}"
         assert not processes_of(uids), "make hub-down left processes of the hub's users"
-        assert not (HUB_HOME / "state").exists() and not EXCHANGE.exists()
+        assert not (HUB_HOME / "state").exists() and not EXCHANGE.exists() and not GRADEBOOK.exists()
 
 
 def _exists(user: str) -> bool:
@@ -357,6 +359,7 @@ def test_course_cycle_on_the_hub(hub: dict[str, str], browser: Any) -> None:
     assignment_action(teacher, frame, "release-feedback", f"Successfully released feedback of '{ASSIGNMENT}'",
                       "10-instructor-feedback-released")
     assert scores() == {FIRST: 8.0, SECOND: 1.0}, "the gradebook's totals (out of 8) are not as expected"
+    assert not (COURSE / "gradebook.db").exists(), "the hub's course graded into SQLite, not its PostgreSQL cluster"
 
     student1.reload()
     student1.wait_for_selector("#jp-main-dock-panel")
@@ -461,7 +464,11 @@ def check_student2_sees_only_their_own(student1_feedback: Path) -> None:
         "the exchange's inbound submissions": ["ls", str(EXCHANGE / "inbound")],
         "the exchange's feedback": ["ls", str(EXCHANGE / "feedback")],
         "the instructor's solutions/": ["cat", str(COURSE / "solutions" / ASSIGNMENT / NOTEBOOK)],
-        "the instructor's gradebook": ["cat", str(COURSE / "gradebook.db")],
+        "the gradebook's password": ["cat", str(GRADEBOOK / "password")],
+        "the gradebook's data": ["ls", str(GRADEBOOK / "data")],
+        "the gradebook, without its password": ["psql", "--no-password", "--host=127.0.0.1",
+                                                f"--port={(GRADEBOOK / 'port').read_text().strip()}",
+                                                "--username=addnorm", "--dbname=gradebook", "--command=select 1"],
         "the hidden checks": ["ls", str(COURSE / "checks")],
         "the course's secret": ["cat", str(COURSE / "checks" / "secret")],
         "the collected submissions": ["ls", str(COURSE / "submitted")],
@@ -470,6 +477,8 @@ def check_student2_sees_only_their_own(student1_feedback: Path) -> None:
     }
     readable = [what for what, cmd in forbidden.items() if as_user(SECOND, *cmd).returncode == 0]
     assert not readable, f"student2 can read {readable}"
+    refused = as_user(SECOND, *forbidden["the gradebook, without its password"])
+    assert "no password supplied" in refused.stderr, f"not refused by PostgreSQL itself: {refused.stderr}"
 
 
 def server_memory() -> str:

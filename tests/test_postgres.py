@@ -108,3 +108,27 @@ def test_the_feedback_service_grades_into_it_across_a_restart(cluster, tmp_path)
         submission = gradebook.find_submission("01_residual", ME)
         assert submission.code_score == submission.max_code_score > 0          # the written answer waits for a person
         assert len(gradebook.find_assignment("01_residual").submissions) == 1
+
+
+def test_make_hubs_command_makes_starts_and_stops_it_and_says_so(capsys):
+    """`python -m addnorm_grading.postgres up|down FOLDER --owner USER`, as make hub and make hub-down run it: safe
+    to run twice; it never prints the password; root as the owner is refused with the reason."""
+    from addnorm_grading.postgres import main
+
+    top = Path(tempfile.mkdtemp(prefix="addnorm-postgres-"))
+    os.chmod(top, 0o711)
+    folder = top / "postgres"
+    try:
+        for action in ("up", "up", "down", "down"):
+            main([action, str(folder), "--owner", OWNER])
+        said = capsys.readouterr().out.splitlines()
+        assert [line.split(": ", 1)[1].split(" (")[0] for line in said] == ["made and started", "running",
+                                                                            "stopped", "stopped"]
+        assert Cluster(folder, OWNER).password_file.read_text().strip() not in "\n".join(said)
+        with pytest.raises(SystemExit):
+            main(["up", str(top / "other"), "--owner", "root"])
+        assert "PostgreSQL refuses to run as root" in capsys.readouterr().err
+    finally:
+        if (folder / "data").is_dir() and Cluster(folder, OWNER).running():
+            Cluster(folder, OWNER).stop()
+        shutil.rmtree(top)

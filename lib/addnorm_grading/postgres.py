@@ -116,3 +116,34 @@ class Cluster:
         instructor's processes."""
         password = self.password_file.read_text().strip()
         return f"postgresql{driver}://{ROLE}:{password}@127.0.0.1:{self.port}/{database}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m addnorm_grading.postgres up|down FOLDER --owner USER` (make hub, make hub-down): up makes the cluster
+    if there is none and starts it if it is not running; down stops it if it runs. Neither prints the password."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="The course's PostgreSQL gradebook cluster (addnorm_grading.postgres).")
+    parser.add_argument("action", choices=["up", "down"])
+    parser.add_argument("folder", type=Path, help="the cluster's folder (its data, socket and password)")
+    parser.add_argument("--owner", required=True, help="the Unix user who runs it (the course's owner, not root)")
+    args = parser.parse_args(argv)
+    if args.owner == "root":
+        parser.error("--owner: expected the course's owner; PostgreSQL refuses to run as root")
+    cluster = Cluster(args.folder, args.owner)
+    made = args.action == "up" and not cluster.data.is_dir()
+    if made:
+        cluster.create()                     # also starts it
+    elif args.action == "up" and not cluster.running():
+        cluster.start()
+    elif args.action == "down" and cluster.data.is_dir() and cluster.running():
+        cluster.stop()
+    if not cluster.data.is_dir():
+        state = "no cluster"
+    else:
+        state = "made and started" if made else "running" if cluster.running() else "stopped"
+    print(f"[postgres] {args.folder}: {state} (owner {args.owner})")
+
+
+if __name__ == "__main__":
+    main()
