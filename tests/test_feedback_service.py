@@ -250,7 +250,7 @@ def finished(service, submission, outcome):
     from concurrent.futures import Future
     job = Future()
     job.set_exception(outcome) if isinstance(outcome, Exception) else job.set_result(outcome)
-    service.running[submission.name] = (parse(submission), job, "grade")
+    service.running[submission.name] = (parse(submission), job, "grade", None)
     service.finish_jobs()
 
 

@@ -14,7 +14,8 @@ student and assignment:
    (`addnorm_grading.feedback`), the whole grade after it, when the service releases it again.
 
 Every step is recorded in the ledger (`ledger`), one line each; the gradebook is SQLite in WAL mode, so the
-formgrader reads while the service writes. The service has no HTTP API: nothing a student can call. Killed, it is
+formgrader reads while the service writes, or PostgreSQL (`addnorm_grading.postgres`). With `engine=dask` the
+grading runs on Dask workers that share no disk with the service (`remote`). The service has no HTTP API: nothing a student can call. Killed, it is
 restarted by the hub; it grades what the ledger does not show as finished, and nothing twice.
 
     python -m addnorm_grading.feedback_service [--FeedbackService.cooldown=120] [--FeedbackService.attempt_limit=10]

@@ -31,20 +31,35 @@ PR_SET_PDEATHSIG = 1
 api: NbGraderAPI | None = None      # this worker's nbgrader, made by start_worker
 
 
-def start_worker(course: str, exchange: str) -> None:
-    """In a new worker process: die with the service, work in the course folder, load nbgrader's settings (the
-    exchange root as the service has it). What the kernels it starts print goes nowhere: a learner's flood of
-    output cannot fill the hub's log."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+def course_api(course: str, exchange: str, db_url: str | None = None) -> NbGraderAPI:
+    """nbgrader, in-process, for the course folder at `course`: its settings (and the user's), the exchange root as
+    the service has it, and the gradebook at db_url if given."""
+    here = os.getcwd()
+    os.chdir(course)
+    try:
+        settings = NbGraderApp()
+        settings.load_config_file()
+    finally:
+        os.chdir(here)
+    settings.config.CourseDirectory.root = course
+    settings.config.Exchange.root = exchange
+    if db_url:
+        settings.config.CourseDirectory.db_url = db_url
+    return NbGraderAPI(config=settings.config)
+
+
+def start_worker(course: str, exchange: str, db_url: str | None = None, die_with_parent: bool = True) -> None:
+    """In a worker process: die with the service (unless a Dask worker), work in the course folder, load nbgrader's
+    settings. What the kernels it starts print goes nowhere: a learner's flood of output cannot fill the log."""
+    if die_with_parent:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     nowhere = os.open(os.devnull, os.O_WRONLY)
     os.dup2(nowhere, 1)
     os.dup2(nowhere, 2)
+    os.close(nowhere)
     os.chdir(course)
-    settings = NbGraderApp()
-    settings.load_config_file()
-    settings.config.Exchange.root = exchange
     global api
-    api = NbGraderAPI(config=settings.config)
+    api = course_api(course, exchange, db_url)
 
 
 def _check(step: str, result: dict) -> None:
@@ -71,32 +86,54 @@ def collect(submission: Submission) -> datetime.datetime:
     return received
 
 
-def release(assignment: str, student: str) -> str:
-    """Generate and release the student's feedback; say whether it shows the visible checks only."""
+def generate(assignment: str, student: str) -> str:
+    """Generate the student's feedback; say whether it shows the visible checks only."""
     visible_only = before_due(api.coursedir.db_url, assignment)
     _check("generate_feedback", api.generate_feedback(assignment, student, force=True))
-    _check("release_feedback", api.release_feedback(assignment, student))
     return VISIBLE_ONLY if visible_only else ALL_CHECKS
+
+
+def release(assignment: str, student: str) -> str:
+    """Generate and release the student's feedback; say whether it shows the visible checks only."""
+    feedback = generate(assignment, student)
+    _check("release_feedback", api.release_feedback(assignment, student))
+    return feedback
 
 
 class NotGraded(Exception):
     """The submission was not graded (a file that is not a notebook): the reason and its score, for the ledger."""
 
 
+def autograde_and_generate(student: str, assignment: str, received: str) -> tuple[str, bool]:
+    """Autograde a collected submission and generate its feedback; return the ledger's detail (score, feedback
+    kind, receipt time, what was repaired; or why it was not graded, its score and feedback kind) and whether it was
+    not graded."""
+    _check("autograde", api.autograde(assignment, student, force=True, create=True))
+    feedback = generate(assignment, student)
+    with Gradebook(api.coursedir.db_url) as gradebook:
+        graded = gradebook.find_submission(assignment, student)
+        score, max_score = graded.score, graded.max_score
+    said = notes(api.coursedir.db_url, assignment, student)
+    reasons = [note[len(NOT_GRADED) + 2:] for note in said if note.startswith(NOT_GRADED + ":")]
+    if reasons:
+        return f"{'; '.join(reasons)}; score {score:g}/{max_score:g}; {feedback}", True
+    return "; ".join([f"score {score:g}/{max_score:g}", feedback, f"received {received}", *said]), False
+
+
 def grade(submission: Submission) -> str:
     """Collect, autograde, release feedback; return the ledger's detail (score, feedback kind, what was repaired), or
     raise NotGraded with the reason (its feedback, which says why, is released all the same)."""
     received = collect(submission)
-    _check("autograde", api.autograde(submission.assignment, submission.student, force=True, create=True))
-    feedback = release(submission.assignment, submission.student)
-    with Gradebook(api.coursedir.db_url) as gradebook:
-        graded = gradebook.find_submission(submission.assignment, submission.student)
-        score, max_score = graded.score, graded.max_score
-    said = notes(api.coursedir.db_url, submission.assignment, submission.student)
-    reasons = [note[len(NOT_GRADED) + 2:] for note in said if note.startswith(NOT_GRADED + ":")]
-    if reasons:
-        raise NotGraded(f"{'; '.join(reasons)}; score {score:g}/{max_score:g}; {feedback}")
-    return "; ".join([f"score {score:g}/{max_score:g}", feedback, f"received {nbgrader_time(received)}", *said])
+    detail, not_graded = autograde_and_generate(submission.student, submission.assignment, nbgrader_time(received))
+    _check("release_feedback", api.release_feedback(submission.assignment, submission.student))
+    if not_graded:
+        raise NotGraded(detail)
+    return detail
+
+
+def release_kept(assignment: str, student: str) -> None:
+    """Release feedback a Dask worker generated and the service kept in the course folder (feedback_service.remote)."""
+    _check("release_feedback", api.release_feedback(assignment, student))
 
 
 def complete(submission: Submission) -> str:

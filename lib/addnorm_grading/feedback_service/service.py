@@ -1,8 +1,9 @@
 """The feedback service's loop: find new submissions, decide what each needs, hand grading to the workers.
 
 Its settings are traitlets (`--FeedbackService.cooldown=…` on the command line, or a `c.FeedbackService` line in
-the course's nbgrader_config.py). The loop itself runs no nbgrader step and no learner code: it reads the exchange,
-the ledger and the gradebook's due dates, and writes the ledger.
+the course's nbgrader_config.py). The loop itself runs no learner code: it reads the exchange, the ledger and the
+gradebook's due dates, and writes the ledger; with engine=dask it also collects each submission and releases the
+feedback a worker sent back (nbgrader's file steps, in-process).
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ from traitlets.config import Application
 
 from addnorm_grading.feedback import due_date, utc_now
 from addnorm_grading.exchange import refusal
-from addnorm_grading.feedback_service import grading
+from addnorm_grading.feedback_service import grading, remote
 from addnorm_grading.feedback_service.inbound import Submission, parse, submissions
 from addnorm_grading.feedback_service.ledger import NOT_GRADED, Ledger
 from addnorm_grading.feedback_service.notices import release_notice
-from addnorm_grading.receipts import change_time, receipt_time
+from addnorm_grading.receipts import change_time, nbgrader_time, receipt_time
 from addnorm_grading.uploads import folder_problem
 
 
@@ -77,6 +78,12 @@ class FeedbackService(Application):
     due_date_refresh = Float(30.0, help="Seconds between readings of the assignments' due dates from the gradebook."
                              ).tag(config=True)
     state = Unicode(help="Where the ledger and the PID file are (default: <course>/feedback-service).").tag(config=True)
+    engine = Unicode("processes", help="Where submissions are graded: `processes`, a pool on this machine; `dask`, "
+                     "Dask distributed workers that share no disk with the service (feedback_service.remote; the "
+                     "gradebook must be in PostgreSQL).").tag(config=True)
+    scheduler = Unicode("", help="With engine=dask: the address (tls://host:port) of a Dask scheduler that uses the "
+                        "certificate in <state>/tls; empty: a scheduler and `workers` workers on this machine, started "
+                        "by the service.").tag(config=True)
 
     @default("log_level")
     def _log_level(self):
@@ -110,7 +117,14 @@ class FeedbackService(Application):
         state.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.ledger = Ledger(state / "ledger")
         self.pid_file = state / "service.pid"
-        self.running: dict[str, tuple[Submission, Future, str]] = {}   # submission name → (it, its job, kind)
+        if self.engine not in ("processes", "dask"):
+            raise ValueError(f"FeedbackService.engine: expected 'processes' or 'dask', got {self.engine!r}")
+        if self.engine == "dask" and not self.db_url.startswith("postgresql"):
+            raise ValueError("FeedbackService.engine=dask: the gradebook must be in PostgreSQL (CourseDirectory.db_url,"
+                             f" guide/instructors.md), got {self.db_url.split(':', 1)[0]}: a worker on another machine "
+                             "cannot write a SQLite file")
+        self.running: dict[str, tuple] = {}      # submission name → (it, its job, kind, what the job was given)
+        self.client = self.cluster = None          # engine=dask: its Dask client (and local cluster), from start()
         self.due_dates: dict[str, datetime.datetime | None] = {}
         self.due_read = 0.0
         self.wal = False
@@ -165,7 +179,7 @@ class FeedbackService(Application):
         """Record what is decided now (received, refused, superseded) and return what to grade: (submission,
         "grade"). Every time here is a receipt time: what a folder's name says is never used."""
         finished = self.ledger.finished()
-        busy = {submission.key for submission, _, _ in self.running.values()}
+        busy = {submission.key for submission, *_ in self.running.values()}
         found = self.received(submissions(self.inbound))
         settled = utc_now() - datetime.timedelta(seconds=self.settle)
         waiting = [s for s in found if s.name not in finished and s.name not in self.running and s.received <= settled]
@@ -218,22 +232,55 @@ class FeedbackService(Application):
     # ------------------------------------------------------------------ the loop
 
     def start_job(self, pool, submission: Submission, kind: str) -> None:
-        """Hand one job to the workers, its start in the ledger first."""
+        """Hand one job to the workers, its start in the ledger first. With engine=dask a grading job goes to the
+        Dask workers with everything it needs (feedback_service.remote); a completion stays on this machine."""
         self.use_wal()
         if kind == "grade":
             self.ledger.record(submission.name, "grading")
         self.log.info("%s %s", "grading" if kind == "grade" else "completing the feedback of", submission.name)
+        if kind == "grade" and self.client is not None:
+            job, future = self.hand_out(submission)
+            self.running[submission.name] = (submission, future, kind, job)
+            return
         work = grading.grade if kind == "grade" else grading.complete
-        self.running[submission.name] = (submission, pool.submit(work, submission), kind)
+        self.running[submission.name] = (submission, pool.submit(work, submission), kind, None)
+
+    def hand_out(self, submission: Submission, job: remote.Job | None = None) -> tuple[remote.Job | None, Future]:
+        """Its job (made now unless given: collected for the formgrader, packed with its receipt time) on the Dask
+        workers; a failure here is the job's failure, recorded as any other."""
+        try:
+            if job is None:
+                received = grading.collect(submission)
+                job = remote.pack(self.course_root, submission, nbgrader_time(received), self.db_url)
+            return job, self.client.submit(remote.grade, job, pure=False)
+        except Exception as error:               # one submission's failure never stops the others
+            failed = Future()
+            failed.set_exception(error)
+            return job, failed
+
+    def outcome(self, job: remote.Job | None, result) -> str:
+        """A finished job's detail for the ledger; a Dask job's files are kept and its feedback released here first
+        (raises NotGraded, as a local job does, when the submission was not graded)."""
+        if not isinstance(result, remote.Graded):
+            return result                        # a local job: it kept and released everything itself
+        remote.keep(self.course_root, job, result)
+        grading.release_kept(job.assignment, job.student)
+        if result.not_graded:
+            raise grading.NotGraded(result.detail)
+        return result.detail
 
     def finish_jobs(self) -> None:
-        """Record the outcome of every job that has ended."""
-        for name, (submission, job, kind) in list(self.running.items()):
-            if not job.done():
+        """Record the outcome of every job that has ended; a Dask job lost with its scheduler is handed out again."""
+        for name, (submission, future, kind, job) in list(self.running.items()):
+            if not future.done():
                 continue
             del self.running[name]
             try:
-                detail = job.result()
+                detail = self.outcome(job, future.result())
+            except remote.LOST as error:            # the scheduler went away with it: nothing was recorded yet
+                self.log.warning("%s: its grading job was lost (%s); handed out again", name, type(error).__name__)
+                self.running[name] = (submission, self.hand_out(submission, job)[1], kind, job)
+                continue
             except grading.NotGraded as error:   # not a notebook: its feedback says why
                 self.log.warning("%s: not graded: %s", name, error)
                 self.ledger.record(name, NOT_GRADED, str(error))
@@ -258,6 +305,10 @@ class FeedbackService(Application):
         context = get_context("spawn")                 # a fresh interpreter per worker: no state of this loop
         pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=grading.start_worker,
                                    initargs=(str(self.course_root), self.exchange))
+        if self.engine == "dask":
+            grading.api = grading.course_api(str(self.course_root), self.exchange)   # collect and release, here
+            self.client, self.cluster = remote.connect(self.scheduler, Path(self.state) / "tls", self.workers)
+            self.log.info("grading on Dask workers of %s", self.client.scheduler.address)
         while not stopping:
             self.finish_jobs()
             for submission, kind in self.next_jobs():
@@ -266,4 +317,8 @@ class FeedbackService(Application):
                 self.start_job(pool, submission, kind)
             time.sleep(self.poll_interval)
         pool.shutdown(wait=False, cancel_futures=True)  # the workers die with this process (PR_SET_PDEATHSIG)
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
         self.log.info("stopped; unfinished submissions are graded at the next start")

@@ -1,0 +1,206 @@
+"""Grading on Dask distributed workers (FeedbackService.engine=dask, addnorm_grading.feedback_service.remote).
+
+The scheduler and the worker are Dask's own programs (`dask scheduler`, `dask worker`), with the course's TLS
+certificate. The worker runs in a mount namespace of its own in which the test's folder (the course, the exchange,
+the service's state) is an empty tmpfs: it shares no disk with the service and still grades, into the PostgreSQL
+gradebook. Without the certificate nobody reaches the scheduler.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from nbgrader.api import Gradebook
+from test_postgres import cluster  # noqa: F401  (the fixture: a PostgreSQL cluster for the gradebook)
+
+from addnorm_grading.feedback_service import remote
+from addnorm_grading.postgres import free_port
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def tls():
+    """The course's certificate and key, made where the worker can read them (outside the hidden test folder)."""
+    folder = Path(tempfile.mkdtemp(prefix="addnorm-tls-"))
+    yield remote.certificates(folder / "tls")
+    shutil.rmtree(folder)
+
+
+def tls_options(files: dict[str, str]) -> list[str]:
+    return [f"--tls-ca-file={files['tls_ca_file']}", f"--tls-cert={files['tls_worker_cert']}",
+            f"--tls-key={files['tls_worker_key']}"]
+
+
+@pytest.fixture
+def scheduler(tls):
+    """`dask scheduler` on loopback, TLS with the course's certificate required; yields its address."""
+    port = free_port()
+    process = subprocess.Popen([BIN / "dask", "scheduler", "--protocol=tls", "--host=127.0.0.1", f"--port={port}",
+                                "--no-dashboard", *tls_options(tls)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    address = f"tls://127.0.0.1:{port}"
+    from distributed import Client
+    from distributed.security import Security
+    with Client(address, security=Security(**tls, require_encryption=True), timeout=60):
+        pass                                                    # it answers
+    yield address
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def hidden_worker(address: str, tls: dict[str, str], hidden: Path) -> subprocess.Popen:
+    """`dask worker` in a mount namespace where `hidden` is an empty tmpfs (util-linux's unshare, as root)."""
+    command = [BIN / "dask", "worker", address, "--nthreads=1", "--nworkers=1", "--no-dashboard", *tls_options(tls)]
+    return subprocess.Popen(["unshare", "--mount", "--propagation=private", "sh", "-c",
+                             'mount -t tmpfs tmpfs "$1" && shift && exec "$@"', "sh", str(hidden), *map(str, command)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def test_no_one_reaches_the_scheduler_without_the_certificate(scheduler, tls, tmp_path):
+    from distributed import Client
+    from distributed.security import Security
+
+    with pytest.raises(OSError):                                # no TLS at all
+        Client(scheduler.replace("tls://", "tcp://"), timeout=5)
+    other = remote.certificates(tmp_path / "other")             # a certificate of its own, not the course's
+    with pytest.raises(OSError):
+        Client(scheduler, security=Security(**other, require_encryption=True), timeout=5)
+    for name in ("grading-cert.pem", "grading-key.pem"):        # the course's: its owner's alone
+        assert os.stat(Path(tls["tls_ca_file"]).with_name(name)).st_mode & 0o077 == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="hiding the course from the worker needs a mount namespace: root")
+def test_a_worker_that_cannot_see_the_course_grades_into_the_gradebook(cluster, scheduler, tls, tmp_path):  # noqa: F811
+    from distributed import Client
+    from distributed.security import Security
+    from test_feedback_service import ME, submit, wait_for
+
+    from addnorm_grading import coursework, submissions
+    from addnorm_grading.course import read_course
+    from addnorm_grading.feedback_service.ledger import Ledger
+
+    course = coursework.make_course(tmp_path / "course")
+    with open(course / "nbgrader_config.py", "a") as config:    # an instructor's own setting, never committed
+        config.write(f"\nc.CourseDirectory.db_url = {cluster.url()!r}\n")
+    coursework.run_nbgrader(["generate_assignment", "01_residual", "--force"], course)
+    state = course / "feedback-service"
+    shutil.copytree(Path(tls["tls_ca_file"]).parent, state / "tls")
+    worker = hidden_worker(scheduler, tls, tmp_path)
+    with Client(scheduler, security=Security(**tls, require_encryption=True), timeout=60) as client:
+        client.wait_for_workers(1, timeout=120)
+        assert list(client.run(os.path.exists, str(course)).values()) == [False]     # the worker cannot see it
+    exchange = tmp_path / "exchange"
+    inbound = exchange / read_course(course / "course.toml").id / "inbound"
+    service = subprocess.Popen([sys.executable, "-m", "addnorm_grading.feedback_service", f"--course={course}",
+                                f"--FeedbackService.exchange={exchange}", "--FeedbackService.poll_interval=0.5",
+                                "--FeedbackService.cooldown=0", "--FeedbackService.settle=0.5",
+                                "--FeedbackService.engine=dask", f"--FeedbackService.scheduler={scheduler}"],
+                               env=coursework.nbgrader_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    ledger = Ledger(state / "ledger")
+    answers = {"right": submissions.solution_text("01_residual", course / "solutions"),
+               "wrong": submissions.solution_text("01_residual", course / "solutions").replace(
+                   "if self.norm_first:", "if not self.norm_first:")}          # Post-LN and Pre-LN swapped
+    assert answers["wrong"] != answers["right"]
+    try:
+        for attempt, answer in enumerate(("right", "wrong"), start=1):
+            folder = submit(inbound, ME, 0, answer)
+            (folder / "residual.ipynb").write_text(answers[answer])
+            (folder / "submission_secret.txt").write_text("the student's secret")
+            wait_for(lambda: len(ledger.graded()) == attempt or any(e.outcome == "failed" for e in ledger.entries()),
+                     service)
+    finally:
+        service.send_signal(signal.SIGTERM)
+        said = service.communicate(timeout=60)[0].decode()
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)
+    assert [e.outcome for e in ledger.entries() if e.outcome not in ("received", "grading")] == ["graded"] * 2, said
+    right, wrong = (entry.detail for entry in ledger.graded())
+    assert right.startswith("score 6/8") and wrong.startswith("score 1/8"), (right, wrong)
+    with Gradebook(cluster.url(), "addnorm") as gradebook:         # the latest, once
+        assert len(gradebook.find_assignment("01_residual").submissions) == 1
+        assert gradebook.find_submission("01_residual", ME).code_score == 1
+    assert (course / "autograded" / ME / "01_residual" / "residual.ipynb").is_file()      # for the formgrader
+    (released,) = (exchange / "addnorm" / "feedback").glob("*.html")     # one notebook, one student: the latest
+    assert "Score: 1.0 / 8.0" in released.read_text()
+    assert "grading on Dask workers of tls://" in said
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="hiding the course from the workers needs a mount namespace: root")
+def test_a_worker_killed_mid_grade_costs_nothing(cluster, scheduler, tls, tmp_path):  # noqa: F811
+    """Two workers; the one grading is killed (SIGKILL, nanny and all): Dask runs the job on the other, and the
+    ledger and the gradebook have the submission once."""
+    import time
+
+    from distributed import Client
+    from distributed.security import Security
+    from test_feedback_service import ME, submit, wait_for
+
+    from addnorm_grading import coursework, submissions
+    from addnorm_grading.course import read_course
+    from addnorm_grading.feedback_service.ledger import Ledger
+
+    course = coursework.make_course(tmp_path / "course")
+    with open(course / "nbgrader_config.py", "a") as config:
+        config.write(f"\nc.CourseDirectory.db_url = {cluster.url()!r}\n")
+    coursework.run_nbgrader(["generate_assignment", "01_residual", "--force"], course)
+    state = course / "feedback-service"
+    shutil.copytree(Path(tls["tls_ca_file"]).parent, state / "tls")
+    workers = [hidden_worker(scheduler, tls, tmp_path) for _ in range(2)]
+    client = Client(scheduler, security=Security(**tls, require_encryption=True), timeout=60)
+    client.wait_for_workers(2, timeout=120)
+    pids = client.run(os.getpid)                                  # worker address → its process
+    exchange = tmp_path / "exchange"
+    inbound = exchange / read_course(course / "course.toml").id / "inbound"
+    service = subprocess.Popen([sys.executable, "-m", "addnorm_grading.feedback_service", f"--course={course}",
+                                f"--FeedbackService.exchange={exchange}", "--FeedbackService.poll_interval=0.5",
+                                "--FeedbackService.cooldown=0", "--FeedbackService.settle=0.5",
+                                "--FeedbackService.engine=dask", f"--FeedbackService.scheduler={scheduler}"],
+                               env=coursework.nbgrader_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    ledger = Ledger(state / "ledger")
+    killed = None
+    try:
+        folder = submit(inbound, ME, 0, "right")
+        (folder / "residual.ipynb").write_text(submissions.solution_text("01_residual", course / "solutions"))
+        (folder / "submission_secret.txt").write_text("the student's secret")
+        deadline = time.monotonic() + 120
+        while killed is None and time.monotonic() < deadline:
+            busy = [address for address, keys in client.processing().items() if keys]
+            if busy:
+                killed = next(w for w in workers if pids[busy[0]] in child_pids(w.pid))
+                os.killpg(killed.pid, signal.SIGKILL)
+            time.sleep(0.1)
+        assert killed is not None, "no worker took the job"
+        wait_for(lambda: ledger.graded() or any(e.outcome == "failed" for e in ledger.entries()), service)
+    finally:
+        service.send_signal(signal.SIGTERM)
+        said = service.communicate(timeout=60)[0].decode()
+        client.close()
+        for worker in workers:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGTERM)
+            worker.wait(timeout=60)
+    assert [e.outcome for e in ledger.entries() if e.outcome != "received"] == ["grading", "graded"], said
+    assert ledger.graded()[0].detail.startswith("score 6/8")
+    with Gradebook(cluster.url(), "addnorm") as gradebook:
+        assert len(gradebook.find_assignment("01_residual").submissions) == 1
+
+
+def child_pids(pid: int) -> set[int]:
+    """A process and all its descendants (from /proc)."""
+    children = {pid}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                children |= child_pids(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            pass
+    return children
