@@ -34,7 +34,6 @@ import os
 import re
 import runpy
 import signal
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -42,11 +41,15 @@ import time
 import tomllib
 from pathlib import Path
 
+import sqlalchemy
+
 from addnorm_grading.feedback_service.ledger import FINAL, Entry, Ledger
+from addnorm_grading.postgres import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 CONSTANTS = tomllib.loads((ROOT / "course.toml").read_text())
 HUB_HOME = Path("/opt/addnorm-hub")
+GRADEBOOK = HUB_HOME / "postgres"           # the instructor's PostgreSQL cluster (hub/hubctl.py)
 BASE = "http://127.0.0.1:8000"
 INSTRUCTOR = CONSTANTS["hub"]["instructor"]
 COURSE_ID = CONSTANTS["course"]["id"]
@@ -323,13 +326,19 @@ def wait_for_ledger(submission: str, timeout: float = 120) -> Entry:
 
 
 def scores() -> dict[str, float]:
-    """Each student's score on the assignment, from the gradebook."""
-    with sqlite3.connect(f"file:{COURSE / 'gradebook.db'}?mode=ro", uri=True) as db:
-        rows = db.execute("select student.id, sum(coalesce(grade.manual_score, grade.auto_score, 0)) from grade "
-                          "join submitted_notebook on grade.notebook_id = submitted_notebook.id "
-                          "join submitted_assignment on submitted_notebook.assignment_id = submitted_assignment.id "
-                          "join student on submitted_assignment.student_id = student.id group by student.id")
-        return dict(rows.fetchall())
+    """Each student's score on the assignment, from the gradebook (the hub's PostgreSQL cluster; root reads its
+    password file as the instructor's nbgrader_config.py does)."""
+    engine = sqlalchemy.create_engine(Cluster(GRADEBOOK, INSTRUCTOR).url())
+    try:
+        with engine.connect() as db:
+            rows = db.execute(sqlalchemy.text(
+                "select student.id, sum(coalesce(grade.manual_score, grade.auto_score, 0)) from grade "
+                "join submitted_notebook on grade.notebook_id = submitted_notebook.id "
+                "join submitted_assignment on submitted_notebook.assignment_id = submitted_assignment.id "
+                "join student on submitted_assignment.student_id = student.id group by student.id"))
+            return {student: float(score) for student, score in rows}
+    finally:
+        engine.dispose()
 
 
 def forgeries(students: list[str]) -> list[str]:
@@ -348,7 +357,7 @@ def forgeries(students: list[str]) -> list[str]:
         problems.append(f"a submission made by {forger} in {victim}'s name was {entry.outcome}, not refused")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
     folder = EXCHANGE / "inbound" / f"{linker}+{ASSIGNMENT}+{stamp}+linked"
-    code = (f"import os; f = {str(folder)!r}; os.mkdir(f); os.symlink({str(COURSE / 'gradebook.db')!r}, "
+    code = (f"import os; f = {str(folder)!r}; os.mkdir(f); os.symlink({str(GRADEBOOK / 'password')!r}, "
             f"f + '/{NOTEBOOK}.ipynb'); open(f + '/timestamp.txt', 'w').write({stamp!r})")
     made = as_user(linker, "python3", "-c", code)
     if made.returncode != 0:

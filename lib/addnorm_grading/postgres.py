@@ -1,7 +1,7 @@
 """A PostgreSQL cluster for the gradebook, for when grading leaves one machine: Debian's `postgresql` package, run
 in a state folder by the Unix user who owns the course (never root: PostgreSQL refuses it).
 
-    cluster = Cluster(Path("/opt/addnorm-hub/state/postgres"), owner="instructor")
+    cluster = Cluster(Path("/opt/addnorm-hub/postgres"), owner="instructor")
     cluster.create()          # initdb: its own role, a random password in a file only the owner can read
     cluster.start()
     db_url = cluster.url()    # for nbgrader's CourseDirectory.db_url: nbgrader's Gradebook makes the tables
