@@ -16,6 +16,8 @@ down stops the hub, every user server it recorded and any process left of the hu
      cluster and the hub's state.
      The environment stays: it is slow to build, and holds nobody's data. Both are safe to run twice, and `down`
      after a failed or interrupted `up`.
+environment  only builds (or refreshes) the shared environment and the proxy: no user, no hub
+     (tests/test_http_exchange.py starts a hub of its own with them).
 
 Only the standard library: it runs before the shared environment exists. (Why home-made: JupyterHub and nbgrader
 document these steps but ship no command that performs them for local Unix users.)
@@ -485,9 +487,10 @@ def down() -> None:
 
 
 def main() -> None:
-    """Parse `up [--students N]`, `enroll FILE` or `down` and run it."""
+    """Parse `up [--students N]`, `enroll FILE`, `down` or `environment` and run it."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("action", choices=["up", "enroll", "down"])
+    parser.add_argument("action", choices=["up", "enroll", "down", "environment"],
+                        help="environment: only build the shared environment and the proxy (no user, no hub)")
     parser.add_argument("table", nargs="?", type=Path, help="enroll: the class list, in students.csv format")
     parser.add_argument("--students", type=int, help="up: a class of student1 … studentN (default: course.toml's)")
     args = parser.parse_args()
@@ -497,6 +500,10 @@ def main() -> None:
         if args.table is None:
             sys.exit("[hub] enroll needs the class list: `make hub-enroll CLASS=students.csv`")
         enroll(args.table)
+    elif args.action == "environment":
+        require_root("hub")
+        ensure_environment()
+        ensure_proxy()
     else:
         down()
 

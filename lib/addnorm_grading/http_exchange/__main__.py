@@ -1,0 +1,3 @@
+from addnorm_grading.http_exchange.service import main
+
+main()

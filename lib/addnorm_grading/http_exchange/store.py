@@ -1,0 +1,225 @@
+"""The exchange service's files: released assignments, submissions at their receipt times, feedback per submission.
+
+    <root>/<course>/outbound/<assignment>/...                          released by the instructor
+    <root>/<course>/inbound/<student>+<assignment>+<receipt>/...       one folder per submission
+    <root>/<course>/feedback/<student>+<assignment>+<receipt>/<notebook>.html
+
+The layout is nbgrader's exchange folder's, so the feedback service and collect read it as they read that one, but
+only the service's own Unix user can: nobody reaches it except through the service, which knows who is asking.
+A submission's `<receipt>` is the service's clock when the upload was complete (nbgrader's time format), never a
+time the learner wrote. Everything arrives as a tar archive, checked before any of it is stored
+(`addnorm_grading.uploads`: size, file count, links, paths, names, notebooks that parse), unpacked into a hidden
+folder and renamed into place: a reader sees a whole submission or none.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import os
+import shutil
+import tarfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from addnorm_grading.course import UploadLimits
+from addnorm_grading.receipts import nbgrader_time
+from addnorm_grading.uploads import archive_members, problem
+
+NAME_RULE = "letters, digits, '_', '-', '.' and '@' (hub names may be e-mail addresses), not starting with '.'"
+
+
+class Refused(Exception):
+    """A request the store does not carry out; the message says why, for the learner or instructor."""
+
+
+def check_name(kind: str, name: str) -> str:
+    """An assignment or student id as a single safe path component (else Refused)."""
+    if not name or name.startswith(".") or len(name) > 100 or not all(c.isalnum() or c in "_-.@" for c in name):
+        raise Refused(f"the {kind} {name!r} is not a valid id ({NAME_RULE})")
+    return name
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One submission in the store: whose, which assignment, its receipt time (nbgrader's format)."""
+
+    student: str
+    assignment: str
+    timestamp: str
+
+    @property
+    def folder_name(self) -> str:
+        return f"{self.student}+{self.assignment}+{self.timestamp}"
+
+    @classmethod
+    def from_folder_name(cls, name: str) -> "Submission":
+        student, assignment, timestamp = name.split("+", 2)
+        return cls(student, assignment, timestamp)
+
+
+def read_archive(upload: IO[bytes], limits: UploadLimits) -> tarfile.TarFile:
+    """An uploaded tar archive, checked against the upload rules from its headers (else Refused)."""
+    try:
+        archive = tarfile.open(fileobj=upload, mode="r:")
+        members = archive_members(archive)
+    except (tarfile.TarError, EOFError, OSError) as error:
+        raise Refused(f"the upload is not a tar archive ({error})") from None
+
+    def read(path: str) -> bytes:
+        return archive.extractfile(path).read()
+
+    reason = problem(members, limits, read)
+    if reason:
+        raise Refused(f"not stored: {reason}")
+    return archive
+
+
+def pack(folder: Path, names: list[str] | None = None) -> bytes:
+    """A folder's regular files (or just `names`, paths inside it) as an uncompressed tar archive."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:") as archive:
+        for path in sorted(names if names is not None else files_in(folder)):
+            archive.add(folder / path, arcname=path, recursive=False)
+    return buffer.getvalue()
+
+
+def pack_files(files: dict[str, bytes]) -> bytes:
+    """Named contents as an uncompressed tar archive."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:") as archive:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def files_in(folder: Path) -> list[str]:
+    """The regular files under folder, as relative paths (links are never followed or listed)."""
+    found = []
+    for directory, _, files in os.walk(folder):
+        for name in files:
+            path = Path(directory, name)
+            if path.is_file() and not path.is_symlink():
+                found.append(str(path.relative_to(folder)))
+    return sorted(found)
+
+
+class Store:
+    """One course's exchange files under `root` (made 0700: the service's user alone reads them)."""
+
+    def __init__(self, root: Path, course: str, limits: UploadLimits):
+        self.course = check_name("course", course)
+        self.limits = limits
+        self.base = Path(root) / course
+        for part in ("outbound", "inbound", "feedback", ".incoming"):
+            (self.base / part).mkdir(parents=True, exist_ok=True)
+        os.chmod(root, 0o700)
+
+    # --- writing: unpack a checked archive beside its place, then rename it into place ---------------------------
+    def _unpack(self, archive: tarfile.TarFile) -> Path:
+        staging = self.base / ".incoming" / uuid.uuid4().hex
+        staging.mkdir()
+        for member in archive.getmembers():      # checked already: regular files and folders, relative paths inside
+            path = staging / member.name
+            if member.isdir():
+                path.mkdir(parents=True, exist_ok=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with archive.extractfile(member) as source, open(path, "xb") as target:
+                    shutil.copyfileobj(source, target)
+        return staging
+
+    def _replace(self, staging: Path, place: Path) -> None:
+        old = None
+        if place.exists():
+            old = self.base / ".incoming" / uuid.uuid4().hex
+            place.rename(old)
+        staging.rename(place)
+        if old is not None:
+            shutil.rmtree(old)
+
+    def release(self, assignment: str, upload: IO[bytes]) -> list[str]:
+        """Release (or release again) an assignment: its files, as the learners will fetch them."""
+        archive = read_archive(upload, UploadLimits(files=self.limits.files * 10, size=self.limits.size))
+        place = self.base / "outbound" / check_name("assignment", assignment)
+        self._replace(self._unpack(archive), place)
+        return files_in(place)
+
+    def unrelease(self, assignment: str) -> None:
+        place = self.base / "outbound" / check_name("assignment", assignment)
+        if not place.is_dir():
+            raise Refused(f"{assignment} is not released")
+        shutil.rmtree(place)
+
+    def submit(self, student: str, assignment: str, upload: IO[bytes], received: datetime.datetime) -> Submission:
+        """Store a learner's submission at its receipt time (the service's clock, naive UTC)."""
+        check_name("student", student)
+        if not (self.base / "outbound" / check_name("assignment", assignment)).is_dir():
+            raise Refused(f"{assignment} is not released in {self.course}: nothing to submit it to")
+        archive = read_archive(upload, self.limits)
+        staging = self._unpack(archive)
+        (staging / "timestamp.txt").write_text(nbgrader_time(received))   # the receipt, whatever the archive held
+        submission = Submission(student, assignment, nbgrader_time(received))
+        place = self.base / "inbound" / submission.folder_name
+        while place.exists():                              # two uploads within a microsecond: the later one is later
+            received += datetime.timedelta(microseconds=1)
+            submission = Submission(student, assignment, nbgrader_time(received))
+            (staging / "timestamp.txt").write_text(submission.timestamp)
+            place = self.base / "inbound" / submission.folder_name
+        staging.rename(place)
+        return submission
+
+    def release_feedback(self, submission: Submission, upload: IO[bytes]) -> list[str]:
+        """Keep the feedback of one submission (HTML files named after its notebooks)."""
+        self.submission_folder(submission)
+        archive = read_archive(upload, UploadLimits(files=self.limits.files, size=self.limits.size))
+        names = [member.name for member in archive.getmembers() if member.isfile()]
+        if not names or not all(name.endswith(".html") and "/" not in name for name in names):
+            raise Refused("feedback is the HTML files of one submission's notebooks, in the archive's top level")
+        place = self.base / "feedback" / submission.folder_name
+        self._replace(self._unpack(archive), place)
+        return files_in(place)
+
+    # --- reading ---------------------------------------------------------------------------------------------------
+    def released(self) -> dict[str, list[str]]:
+        """Each released assignment and its notebooks."""
+        outbound = self.base / "outbound"
+        return {folder.name: sorted(p.stem for p in folder.glob("*.ipynb"))
+                for folder in sorted(outbound.iterdir()) if folder.is_dir()}
+
+    def released_files(self, assignment: str) -> bytes:
+        place = self.base / "outbound" / check_name("assignment", assignment)
+        if not place.is_dir():
+            raise Refused(f"{assignment} is not released in {self.course}")
+        return pack(place)
+
+    def submissions(self, student: str | None = None, assignment: str | None = None) -> list[Submission]:
+        """The submissions in the store (of one student, of one assignment), oldest first."""
+        found = []
+        for folder in (self.base / "inbound").iterdir():
+            submission = Submission.from_folder_name(folder.name)
+            if (student is None or submission.student == student) and \
+                    (assignment is None or submission.assignment == assignment):
+                found.append(submission)
+        return sorted(found, key=lambda s: (s.student, s.assignment, s.timestamp))
+
+    def submission_folder(self, submission: Submission) -> Path:
+        place = self.base / "inbound" / submission.folder_name
+        if "/" in submission.folder_name or not place.is_dir():
+            raise Refused(f"there is no submission of {submission.assignment} by {submission.student} at "
+                          f"{submission.timestamp}")
+        return place
+
+    def notebooks(self, submission: Submission) -> list[str]:
+        return sorted(p.stem for p in self.submission_folder(submission).glob("*.ipynb"))
+
+    def feedback_files(self, submission: Submission) -> dict[str, bytes]:
+        """The feedback released for one submission: {notebook id: HTML}."""
+        place = self.base / "feedback" / submission.folder_name
+        if "/" in submission.folder_name or not place.is_dir():
+            return {}
+        return {p.stem: p.read_bytes() for p in sorted(place.glob("*.html"))}
