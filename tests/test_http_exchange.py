@@ -21,6 +21,7 @@ import http.client
 import io
 import json
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -44,6 +45,8 @@ PROXY = HUB_HOME / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
 COURSE_ID = "addnorm"
 ASSIGNMENT = "01_residual"
 ADMIN_TOKEN = "test-admin-" + os.urandom(16).hex()
+SHARED_USER = "addnorm-pod"                 # every learner server's Unix user, as `jovyan` in every pod
+MARKER = "addnorm course hub"               # the comment of users `make hub-down` may remove
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"
 
 HUB_CONFIG = """\
@@ -67,9 +70,20 @@ c.JupyterHub.services = [
 ]
 c.JupyterHub.load_roles = [
     {{"name": "user", "scopes": ["self", "access:services!service=exchange"]}},
+    {{"name": "server", "scopes": ["users:activity!user", "access:servers!server", "access:services!service=exchange",
+                                  "read:users:groups!user"]}},   # a server's own token may use the exchange
     {{"name": "test-admin", "services": ["test-admin"],
-      "scopes": ["admin:users", "tokens", "admin:groups", "access:services"]}},
+      "scopes": ["admin:users", "tokens", "admin:groups", "access:services", "admin:servers", "servers"]}},
 ]
+# every learner's server as the one Unix user addnorm-pod, in namespaces of its own (addnorm_grading.hub_spawner)
+c.JupyterHub.spawner_class = "addnorm_grading.hub_spawner.SharedUserSpawner"
+c.SharedUserSpawner.shared_user = "{shared_user}"
+c.SharedUserSpawner.homes = "{homes}"
+c.SharedUserSpawner.hidden = ["{state}", "{course}"]
+c.Spawner.cmd = ["{python_bin}/jupyterhub-singleuser"]
+c.Spawner.environment = {{"PATH": "{python_bin}:/usr/bin:/bin", "ADDNORM_EXCHANGE_URL": "{exchange}"}}
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
 """
 
 CLIENT_CONFIG = """\
@@ -104,6 +118,10 @@ def hub(tmp_path_factory):
     built = subprocess.run(["/usr/bin/python3", str(ROOT / "hub" / "hubctl.py"), "environment"],
                            capture_output=True, text=True, timeout=1200)
     assert built.returncode == 0, built.stdout + built.stderr
+    made_user = subprocess.run(["id", SHARED_USER], capture_output=True).returncode != 0
+    if made_user:
+        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        "--comment", MARKER, SHARED_USER], check=True)
     tmp = tmp_path_factory.mktemp("http-exchange")
     state, course = tmp / "state", tmp / "course"
     state.mkdir()
@@ -115,16 +133,17 @@ def hub(tmp_path_factory):
                                                "configure(c)\n")
     shutil.copytree(ROOT / "exercises" / ASSIGNMENT, course / "exercises" / ASSIGNMENT)
     ports = {"port": free_port(), "hub_port": free_port(), "proxy_port": free_port(), "service_port": free_port()}
+    base = f"http://127.0.0.1:{ports['port']}"
+    exchange = f"{base}/services/exchange/"
     (tmp / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
         **ports, proxy=PROXY, state=state, password=os.urandom(8).hex(), python=PYTHON, course=course,
-        admin_token=ADMIN_TOKEN))
+        admin_token=ADMIN_TOKEN, shared_user=SHARED_USER, homes=tmp / "homes", python_bin=PYTHON.parent,
+        exchange=exchange))
     log = state / "hub.log"
     env = {**os.environ, "PATH": f"{PYTHON.parent}:{PROXY.parent}:/usr/bin:/bin"}
     with log.open("wb") as out:
         process = subprocess.Popen([str(PYTHON.parent / "jupyterhub"), "-f", str(tmp / "jupyterhub_config.py")],
                                    cwd=state, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{ports['port']}"
-    exchange = f"{base}/services/exchange/"
     admin = {"Authorization": f"token {ADMIN_TOKEN}"}
     try:
         wait_until(lambda: requests.get(f"{base}/hub/api", timeout=2).ok, "JupyterHub did not answer", log=log)
@@ -136,14 +155,40 @@ def hub(tmp_path_factory):
                                  json={"note": "test", "expires_in": 3600})
             assert made.status_code == 201, made.text
             tokens[user] = made.json()["token"]
-        yield {"base": base, "exchange": exchange, "tokens": tokens, "service_port": ports["service_port"], "state": state, "course": course,
-               "store": state / "exchange" / COURSE_ID, "tmp": tmp, "log": log, "admin": admin}
+        yield {"base": base, "exchange": exchange, "tokens": tokens, "service_port": ports["service_port"],
+               "state": state, "course": course, "homes": tmp / "homes", "store": state / "exchange" / COURSE_ID,
+               "tmp": tmp, "log": log, "admin": admin}
     finally:
         process.terminate()
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, 9)
+        for pid in server_pids():                  # a server the hub could not stop (it stops them on exit)
+            os.kill(pid, 9)
+        if made_user:
+            subprocess.run(["userdel", SHARED_USER], check=False)
+
+
+def pids_of(program: bytes, user: str | None = None) -> list[int]:
+    """The processes whose first two words end with `program` (for one hub user), seen from outside any
+    namespace."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit() and any(w.endswith(program) for w in words[:3]) and \
+                (user is None or f"JUPYTERHUB_USER={user}".encode() in environ):
+            found.append(int(entry.name))
+    return found
+
+
+def server_pids(user: str | None = None) -> list[int]:
+    """The jupyterhub-singleuser processes running (for one hub user)."""
+    return pids_of(b"jupyterhub-singleuser", user)
 
 
 def nbgrader(hub, user: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -366,3 +411,90 @@ def test_nbgrader_submit_leaves_out_a_1_gib_file_and_refuses_too_much(released, 
     (folder / "data.bin").unlink()
     assert too_much.returncode != 0 and "more than the course's limit of 32M" in too_much.stderr, too_much.stderr
     assert len(stored(hub)) == len(before) + 1
+
+
+def test_the_exchange_killed_is_restarted_by_the_hub_with_nothing_lost(released, submitted):
+    hub = released
+    listing = api(hub, "teacher", "GET", "submissions", params={"inbound": "1"}).json()["submissions"]
+    [pid] = pids_of(b"addnorm_grading.http_exchange")
+    os.kill(pid, 9)
+    wait_until(lambda: api(hub, "teacher", "GET", "submissions", params={"inbound": "1"}).ok,
+               "the hub did not restart the exchange", timeout=120, log=hub["log"])
+    assert api(hub, "teacher", "GET", "submissions", params={"inbound": "1"}).json()["submissions"] == listing
+    assert list((hub["store"] / ".incoming").iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def servers(released):
+    """alice's and bob's JupyterLab servers, started by the hub as the one Unix user, each in its namespaces."""
+    hub = released
+    for user in ("alice", "bob"):
+        home = hub["homes"] / user
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (home / "nbgrader_config.py").write_text(CLIENT_CONFIG)      # the learner's own settings, in their home
+        shutil.chown(home, SHARED_USER, SHARED_USER)
+        shutil.chown(home / "nbgrader_config.py", SHARED_USER, SHARED_USER)
+        started = requests.post(f"{hub['base']}/hub/api/users/{user}/server", headers=hub["admin"], timeout=30)
+        assert started.status_code in (201, 202), started.text
+    for user in ("alice", "bob"):
+        wait_until(lambda: requests.get(f"{hub['base']}/hub/api/users/{user}", headers=hub["admin"],
+                                        timeout=5).json()["servers"].get("", {}).get("ready"),
+                   f"{user}'s server did not start", timeout=120, log=hub["log"])
+    return hub
+
+
+def assignment_list(hub, user: str, method: str, path: str, **data) -> dict:
+    """One of the Assignment List's own requests to `user`'s server, with their token."""
+    answer = requests.request(method, f"{hub['base']}/user/{user}/{path}", timeout=120, data=data or None,
+                              params={"course_id": COURSE_ID} if method == "GET" else None,
+                              headers={"Authorization": f"token {hub['tokens'][user]}"})
+    assert answer.status_code == 200, (answer.status_code, answer.text[:500])
+    return answer.json()
+
+
+def test_the_assignment_list_fetches_and_submits_through_each_learners_own_server(servers, submitted):
+    hub = servers
+    listed = assignment_list(hub, "alice", "GET", "assignments")
+    assert listed["success"], listed
+    released = [a for a in listed["value"] if a["status"] == "released"]
+    assert [a["assignment_id"] for a in released] == [ASSIGNMENT]
+    mine = [s for a in listed["value"] if a["status"] == "submitted" for s in a["submissions"]]
+    assert mine and {s["student_id"] for s in mine} == {"alice"}, mine         # the CLI's submissions: hers alone
+    fetched = assignment_list(hub, "alice", "POST", "assignments/fetch", course_id=COURSE_ID,
+                              assignment_id=ASSIGNMENT)
+    assert fetched["success"], fetched
+    assert (hub["homes"] / "alice" / ASSIGNMENT / "residual.ipynb").read_bytes() == NOTEBOOK
+    before = stored(hub)
+    sent = assignment_list(hub, "alice", "POST", "assignments/submit", course_id=COURSE_ID,
+                           assignment_id=ASSIGNMENT)
+    assert sent["success"], sent
+    [new] = sorted(set(stored(hub)) - set(before))
+    assert new.startswith(f"alice+{ASSIGNMENT}+")
+    feedback = assignment_list(hub, "alice", "POST", "assignments/fetch_feedback", course_id=COURSE_ID,
+                               assignment_id=ASSIGNMENT)
+    assert feedback["success"], feedback
+    assert [p.read_text() for p in (hub["homes"] / "alice" / ASSIGNMENT).glob("feedback/*/residual.html")] == \
+        ["<p>alice: 6 of 8</p>"]
+    bobs = assignment_list(hub, "bob", "GET", "assignments")
+    assert {s["student_id"] for a in bobs["value"] if a["status"] == "submitted" for s in a["submissions"]} == {"bob"}
+
+
+def test_a_learners_server_sees_no_other_server_and_no_other_home(servers):
+    hub = servers
+    [alice] = [pid for pid in server_pids("alice")]
+    [bob] = [pid for pid in server_pids("bob")]
+    shared = pwd.getpwnam(SHARED_USER).pw_uid
+    assert os.stat(f"/proc/{alice}").st_uid == os.stat(f"/proc/{bob}").st_uid == shared     # one Unix user
+    namespaces = {os.readlink(f"/proc/{pid}/ns/{kind}") for pid in (alice, bob, os.getpid()) for kind in ("pid",)}
+    assert len(namespaces) == 3, namespaces
+    seen = Path(f"/proc/{alice}/root")                  # the file system as alice's server sees it
+    assert sorted(os.listdir(seen / "home")) == [SHARED_USER]
+    assert os.listdir(seen / str(hub["homes"]).lstrip("/")) == []              # no learner's folder, bob's or hers
+    assert os.listdir(seen / str(hub["state"]).lstrip("/")) == []              # nor the hub's state or the store
+    assert os.listdir(seen / str(hub["course"]).lstrip("/")) == []
+    assert (seen / "home" / SHARED_USER / "nbgrader_config.py").is_file()      # her own folder is there
+    processes = [name for name in os.listdir(seen / "proc") if name.isdigit()]
+    assert len(processes) < 10, processes                                     # its own few, not the machine's
+    for pid in processes:
+        environ = (seen / "proc" / pid / "environ").read_bytes()
+        assert hub["tokens"]["bob"].encode() not in environ

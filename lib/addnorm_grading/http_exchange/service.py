@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import os
+import signal
 import tempfile
 import tomllib
 from pathlib import Path
@@ -135,11 +136,14 @@ class UploadHandler(ExchangeHandler):
         self.body_size = 0
 
     def data_received(self, chunk: bytes):
-        if self.body_file is None:
+        if self.body_file is None or self._finished:
             return
         self.body_size += len(chunk)
-        if self.body_size > self.cap():
-            raise ApiError(413, f"not stored: the upload is more than the course's limit of {self.store.limits.size}")
+        if self.body_size > self.cap():                     # answered now; tornado closes the connection after
+            log.warning("%s refused for %s: an upload over %s", self.request.path, self.caller, self.store.limits.size)
+            error = ApiError(413, f"not stored: the upload is more than the course's limit of {self.store.limits.size}")
+            self.send_error(413, exc_info=(ApiError, error, None))
+            return
         self.body_file.write(chunk)
 
     def body(self):
@@ -290,4 +294,8 @@ def main(argv: list[str] | None = None) -> None:
     app = make_app(store, instructors_group(course.root / "course.toml"), prefix)
     app.listen(where.port, address=where.hostname, max_body_size=course.uploads.size_bytes * 10 + SLACK)
     log.info("exchange for %s on %s:%d%s", course.id, where.hostname, where.port, prefix)
-    ioloop.IOLoop.current().start()
+    loop = ioloop.IOLoop.current()
+    for stop in (signal.SIGTERM, signal.SIGINT):          # the hub stops its services with SIGINT, then SIGTERM
+        signal.signal(stop, lambda *_: loop.add_callback_from_signal(loop.stop))
+    loop.start()
+    log.info("exchange stopped")

@@ -1,0 +1,93 @@
+"""Every learner's server as one and the same Unix user, each in a PID and mount namespace of its own: a pod.
+
+On Zero to JupyterHub every learner's pod runs as `jovyan`, so nothing in Unix permissions tells two learners
+apart; what keeps them apart is that each pod has its own processes (no server sees another's `/proc/<pid>/environ`
+and the hub token in it) and its own files (no server sees another's home). `SharedUserSpawner` gives a hub on one
+machine the same shape, with the operating system's own isolation: JupyterHub's LocalProcessSpawner, but each
+server started by bubblewrap (as root, for the mounts) in new PID, IPC and mount namespaces — a fresh `/proc`, an
+empty `/tmp`, the file system read-only, `homes` (every learner's folder) and each path of `hidden` replaced by an
+empty one, and only this learner's folder, `<homes>/<name>`, mounted read-write at `/home/<shared user>` — then
+dropped to the shared user (setpriv, no new privileges) before the server starts. The learner's identity is the
+hub's token alone (e.g. for the HTTP exchange, addnorm_grading.http_exchange), never a Unix user.
+
+    c.JupyterHub.spawner_class = "addnorm_grading.hub_spawner.SharedUserSpawner"
+    c.SharedUserSpawner.shared_user = "addnorm-pod"
+    c.SharedUserSpawner.homes = "/srv/addnorm-homes"
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+from pathlib import Path
+
+from jupyterhub.spawner import LocalProcessSpawner
+from traitlets import List, Unicode
+
+SAFE_NAME = re.compile(r"^[A-Za-z0-9@._-]{1,100}$")
+
+
+class SharedUserSpawner(LocalProcessSpawner):
+    """A learner's server as `shared_user`, in namespaces of its own, with `<homes>/<name>` as its home."""
+
+    shared_user = Unicode("addnorm-pod", help="The one Unix user every server runs as (as `jovyan` in a pod)").tag(
+        config=True)
+    homes = Unicode("/srv/addnorm-homes", help="Where each learner's folder is kept: <homes>/<hub name>").tag(
+        config=True)
+    hidden = List(Unicode(), help="Paths every server sees as an empty folder (the hub's state, the course, the "
+                                  "exchange's store)").tag(config=True)
+
+    def account(self) -> pwd.struct_passwd:
+        try:
+            return pwd.getpwnam(self.shared_user)
+        except KeyError:
+            raise RuntimeError(f"SharedUserSpawner.shared_user {self.shared_user!r} is not a Unix user here: "
+                               f"create it first (useradd --system {self.shared_user})") from None
+
+    @property
+    def inside_home(self) -> str:
+        return f"/home/{self.shared_user}"
+
+    def learner_folder(self) -> Path:
+        """The learner's own folder, made on first use: the shared user's, mode 0700."""
+        if not SAFE_NAME.match(self.user.name):
+            raise RuntimeError(f"the hub name {self.user.name!r} cannot name a folder (letters, digits, @ . _ -)")
+        folder = Path(self.homes) / self.user.name
+        if not folder.is_dir():
+            Path(self.homes).mkdir(mode=0o711, parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700)
+            account = self.account()
+            os.chown(folder, account.pw_uid, account.pw_gid)
+        return folder
+
+    def user_env(self, env):
+        env.update(USER=self.shared_user, LOGNAME=self.shared_user, HOME=self.inside_home, SHELL="/bin/bash")
+        return env
+
+    def make_preexec_fn(self, name):
+        return None                     # bwrap runs as root (it makes the mounts); setpriv drops to the shared user
+
+    def wrapper(self) -> list[str]:
+        """The bwrap and setpriv words put before the server's command."""
+        account = self.account()
+        args = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+                "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                "--tmpfs", self.homes]
+        for path in self.hidden:
+            if os.path.isdir(path):
+                args += ["--tmpfs", path]
+        args += ["--tmpfs", "/home", "--bind", str(self.learner_folder()), self.inside_home,
+                 "--chdir", self.inside_home, "--"]
+        return args + ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups",
+                       "--no-new-privs", "--"]
+
+    async def start(self):
+        for tool in ("bwrap", "setpriv"):
+            if shutil.which(tool) is None:
+                raise RuntimeError(f"SharedUserSpawner needs {tool} (Debian: bubblewrap, util-linux)")
+        if not hasattr(self, "server_cmd"):
+            self.server_cmd = list(self.cmd)          # the server's own command, as configured
+        self.cmd = [*self.wrapper(), *self.server_cmd]
+        return await super().start()
