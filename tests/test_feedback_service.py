@@ -161,6 +161,40 @@ def test_a_bad_upload_is_refused_with_a_notice_and_the_others_are_graded(service
     assert good.exists()
 
 
+def store_submission(inbound: Path, student: str, minutes_ago: float) -> Path:
+    """A submission as the HTTP exchange stores it: <student>+<assignment>+<its clock's time>, no random string."""
+    when = stamp(minutes_ago)
+    folder = inbound / f"{student}+01_residual+{when}"
+    folder.mkdir(parents=True)
+    (folder / "residual.ipynb").write_text("{}")
+    (folder / "timestamp.txt").write_text(when)
+    return folder
+
+
+def test_from_the_http_exchanges_store_the_name_is_the_identity_and_its_time_the_receipt(service, monkeypatch):
+    service.identity, service.store = "exchange", True
+    folder = store_submission(service.inbound, "alice", 10)          # no Unix user alice: the hub's token named her
+    [(found, kind)] = service.next_jobs()
+    assert (found.student, kind) == ("alice", "grade")
+    assert found.received == found.claimed == datetime.datetime.strptime(folder.name.split("+")[2],
+                                                                        "%Y-%m-%d %H:%M:%S.%f UTC")
+    assert service.ledger.first_seen()[folder.name] == found.received
+    service.ledger.record(folder.name, "graded", "score 1/8")
+    bad = store_submission(service.inbound, "alice", 0)
+    (bad / "residual.ipynb").write_text("this is not json")
+    monkeypatch.setattr("addnorm_grading.feedback_service.service.utc_now",
+                        lambda: datetime.datetime.utcnow() + datetime.timedelta(hours=1))
+    assert service.next_jobs() == []
+    notice = service.inbound.parent / "feedback" / bad.name / "residual.html"      # where the exchange serves it
+    assert "not graded: residual.ipynb is not a notebook" in notice.read_text()
+
+
+def test_the_file_exchange_still_refuses_a_name_without_a_unix_user(service):
+    store_submission(service.inbound, "alice", 10)
+    assert service.next_jobs() == []
+    assert "who has no Unix user here" in service.ledger.entries()[-1].detail
+
+
 def test_a_submission_still_arriving_waits_until_it_settles(service, monkeypatch):
     service.settle = 3
     submit(service.inbound, ME, 1, "arriving")

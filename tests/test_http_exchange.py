@@ -25,6 +25,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -32,6 +33,10 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 import requests
+from nbgrader.api import Gradebook
+
+from addnorm_grading import coursework, submissions
+from addnorm_grading.feedback_service.ledger import Ledger
 
 pytestmark = [
     pytest.mark.slow,
@@ -156,6 +161,7 @@ def hub(tmp_path_factory):
             assert made.status_code == 201, made.text
             tokens[user] = made.json()["token"]
         yield {"base": base, "exchange": exchange, "tokens": tokens, "service_port": ports["service_port"],
+               "hub_port": ports["hub_port"],
                "state": state, "course": course, "homes": tmp / "homes", "store": state / "exchange" / COURSE_ID,
                "tmp": tmp, "log": log, "admin": admin}
     finally:
@@ -164,31 +170,33 @@ def hub(tmp_path_factory):
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, 9)
-        for pid in server_pids():                  # a server the hub could not stop (it stops them on exit)
-            os.kill(pid, 9)
+        for user in ("alice", "bob"):                # a server the hub could not stop (it stops them on exit)
+            for pid in server_pids({"hub_port": ports["hub_port"]}, user):
+                os.kill(pid, 9)
         if made_user:
             subprocess.run(["userdel", SHARED_USER], check=False)
 
 
-def pids_of(program: bytes, user: str | None = None) -> list[int]:
-    """The processes whose first two words end with `program` (for one hub user), seen from outside any
-    namespace."""
+def pids_of(program: bytes, having: bytes) -> list[int]:
+    """The processes whose first words end with `program` and whose command line or environment holds `having`
+    (this test's hub, not another on the machine), seen from outside any namespace."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
             words = (entry / "cmdline").read_bytes().split(b"\0")
-            environ = (entry / "environ").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes()
         except (OSError, ValueError):
             continue
         if entry.name.isdigit() and any(w.endswith(program) for w in words[:3]) and \
-                (user is None or f"JUPYTERHUB_USER={user}".encode() in environ):
+                (having in b"\0".join(words) or having in environ):
             found.append(int(entry.name))
     return found
 
 
-def server_pids(user: str | None = None) -> list[int]:
-    """The jupyterhub-singleuser processes running (for one hub user)."""
-    return pids_of(b"jupyterhub-singleuser", user)
+def server_pids(hub, user: str) -> list[int]:
+    """The jupyterhub-singleuser processes of this hub's `user`."""
+    return [pid for pid in pids_of(b"jupyterhub-singleuser", f"JUPYTERHUB_USER={user}".encode())
+            if f"127.0.0.1:{hub['hub_port']}".encode() in Path(f"/proc/{pid}/environ").read_bytes()]
 
 
 def nbgrader(hub, user: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -413,10 +421,45 @@ def test_nbgrader_submit_leaves_out_a_1_gib_file_and_refuses_too_much(released, 
     assert len(stored(hub)) == len(before) + 1
 
 
+def test_the_feedback_service_grades_what_the_exchange_received_as_whom_the_token_named(released, submitted,
+                                                                                        tmp_path):
+    """The feedback service over the exchange's store (identity=exchange; on one machine, as the store's user):
+    alice's correct solution and bob's blank notebook graded as theirs, at the exchange's receipt times, and the
+    feedback fetched through the exchange by its own learner."""
+    hub = released
+    (hub["tmp"] / "alice" / ASSIGNMENT / "residual.ipynb").write_text(submissions.solution_text(ASSIGNMENT))
+    assert nbgrader(hub, "alice", "submit", ASSIGNMENT).returncode == 0
+    latest = {student: max(name for name in stored(hub) if name.startswith(f"{student}+"))
+              for student in ("alice", "bob")}
+    course = coursework.make_course(tmp_path / "graded-course")
+    service = subprocess.Popen(
+        [sys.executable, "-m", "addnorm_grading.feedback_service", f"--course={course}",
+         f"--FeedbackService.exchange={hub['state'] / 'exchange'}", "--FeedbackService.identity=exchange",
+         "--FeedbackService.poll_interval=0.5", "--FeedbackService.settle=0", "--FeedbackService.workers=2"],
+        env=coursework.nbgrader_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    ledger = Ledger(course / "feedback-service" / "ledger")
+    try:
+        wait_until(lambda: {e.submission for e in ledger.entries() if e.outcome == "graded"} >= set(latest.values())
+                   or service.poll() is not None, "the feedback service graded nothing", timeout=300)
+    finally:
+        service.terminate()
+        said = service.communicate(timeout=60)[0].decode()
+    graded = {e.submission: e.detail for e in ledger.entries() if e.outcome == "graded"}
+    assert set(latest.values()) <= set(graded), said[-3000:]
+    scores = coursework.scores(course)
+    assert scores[("alice", ASSIGNMENT, "residual")]["code"] > scores[("bob", ASSIGNMENT, "residual")]["code"]
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:       # the exchange's time, to the µs
+        when = gradebook.find_submission(ASSIGNMENT, "alice").timestamp
+    assert when == datetime.datetime.strptime(latest["alice"].split("+", 2)[2], TIMESTAMP_FORMAT)
+    assert nbgrader(hub, "alice", "fetch_feedback", ASSIGNMENT).returncode == 0
+    page = hub["tmp"] / "alice" / ASSIGNMENT / "feedback" / latest["alice"].split("+", 2)[2] / "residual.html"
+    assert page.is_file() and "residual" in page.read_text()
+
+
 def test_the_exchange_killed_is_restarted_by_the_hub_with_nothing_lost(released, submitted):
     hub = released
     listing = api(hub, "teacher", "GET", "submissions", params={"inbound": "1"}).json()["submissions"]
-    [pid] = pids_of(b"addnorm_grading.http_exchange")
+    [pid] = pids_of(b"addnorm_grading.http_exchange", str(hub["state"]).encode())
     os.kill(pid, 9)
     wait_until(lambda: api(hub, "teacher", "GET", "submissions", params={"inbound": "1"}).ok,
                "the hub did not restart the exchange", timeout=120, log=hub["log"])
@@ -473,16 +516,19 @@ def test_the_assignment_list_fetches_and_submits_through_each_learners_own_serve
     feedback = assignment_list(hub, "alice", "POST", "assignments/fetch_feedback", course_id=COURSE_ID,
                                assignment_id=ASSIGNMENT)
     assert feedback["success"], feedback
-    assert [p.read_text() for p in (hub["homes"] / "alice" / ASSIGNMENT).glob("feedback/*/residual.html")] == \
-        ["<p>alice: 6 of 8</p>"]
+    pages = {page.parent.name: page.read_text()
+             for page in (hub["homes"] / "alice" / ASSIGNMENT).glob("feedback/*/residual.html")}
+    assert "<p>alice: 6 of 8</p>" in pages.values()                   # the instructor's release, and the service's
+    alices = {name.split("+", 2)[2] for name in stored(hub) if name.startswith("alice+")}
+    assert pages and set(pages) <= alices, (set(pages), alices)          # of her own submissions only
     bobs = assignment_list(hub, "bob", "GET", "assignments")
     assert {s["student_id"] for a in bobs["value"] if a["status"] == "submitted" for s in a["submissions"]} == {"bob"}
 
 
 def test_a_learners_server_sees_no_other_server_and_no_other_home(servers):
     hub = servers
-    [alice] = [pid for pid in server_pids("alice")]
-    [bob] = [pid for pid in server_pids("bob")]
+    [alice] = server_pids(hub, "alice")
+    [bob] = server_pids(hub, "bob")
     shared = pwd.getpwnam(SHARED_USER).pw_uid
     assert os.stat(f"/proc/{alice}").st_uid == os.stat(f"/proc/{bob}").st_uid == shared     # one Unix user
     namespaces = {os.readlink(f"/proc/{pid}/ns/{kind}") for pid in (alice, bob, os.getpid()) for kind in ("pid",)}

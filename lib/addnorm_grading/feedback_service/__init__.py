@@ -15,7 +15,9 @@ student and assignment:
 
 Every step is recorded in the ledger (`ledger`), one line each; the gradebook is SQLite in WAL mode, so the
 formgrader reads while the service writes, or PostgreSQL (`addnorm_grading.postgres`). With `engine=dask` the
-grading runs on Dask workers that share no disk with the service (`remote`). The service has no HTTP API: nothing a student can call. Killed, it is
+grading runs on Dask workers that share no disk with the service (`remote`). With `identity=exchange` it reads the
+HTTP exchange's store instead (addnorm_grading.http_exchange): the student and the time are what the exchange
+service wrote from the hub's token and its clock, and feedback goes back into the store. The service has no HTTP API: nothing a student can call. Killed, it is
 restarted by the hub; it grades what the ledger does not show as finished, and nothing twice.
 
     python -m addnorm_grading.feedback_service [--FeedbackService.cooldown=120] [--FeedbackService.attempt_limit=10]

@@ -31,9 +31,13 @@ PR_SET_PDEATHSIG = 1
 api: NbGraderAPI | None = None      # this worker's nbgrader, made by start_worker
 
 
-def course_api(course: str, exchange: str, db_url: str | None = None) -> NbGraderAPI:
+STORE_RELEASE = "addnorm_grading.http_exchange.store.StoreReleaseFeedback"
+
+
+def course_api(course: str, exchange: str, db_url: str | None = None, store: bool = False) -> NbGraderAPI:
     """nbgrader, in-process, for the course folder at `course`: its settings (and the user's), the exchange root as
-    the service has it, and the gradebook at db_url if given."""
+    the service has it, and the gradebook at db_url if given. With `store`, the exchange root is the HTTP
+    exchange's store, and feedback is released into it directly (the service runs as the store's user)."""
     here = os.getcwd()
     os.chdir(course)
     try:
@@ -45,10 +49,13 @@ def course_api(course: str, exchange: str, db_url: str | None = None) -> NbGrade
     settings.config.Exchange.root = exchange
     if db_url:
         settings.config.CourseDirectory.db_url = db_url
+    if store:
+        settings.config.ExchangeFactory.release_feedback = STORE_RELEASE
     return NbGraderAPI(config=settings.config)
 
 
-def start_worker(course: str, exchange: str, db_url: str | None = None, die_with_parent: bool = True) -> None:
+def start_worker(course: str, exchange: str, db_url: str | None = None, die_with_parent: bool = True,
+                 store: bool = False) -> None:
     """In a worker process: die with the service (unless a Dask worker), work in the course folder, load nbgrader's
     settings. What the kernels it starts print goes nowhere: a learner's flood of output cannot fill the log."""
     if die_with_parent:
@@ -59,7 +66,7 @@ def start_worker(course: str, exchange: str, db_url: str | None = None, die_with
     os.close(nowhere)
     os.chdir(course)
     global api
-    api = course_api(course, exchange, db_url)
+    api = course_api(course, exchange, db_url, store)
 
 
 def _check(step: str, result: dict) -> None:
@@ -81,7 +88,8 @@ def collect(submission: Submission) -> datetime.datetime:
     dest.parent.mkdir(parents=True, exist_ok=True)
     copy_submission(str(submission.path), str(dest), ignore_patterns(
         exclude=coursedir.ignore, include=coursedir.include, max_file_size=coursedir.max_file_size, log=api.log))
-    received = receipt_time(submission.path, submission.received)
+    received = submission.received if submission.stamped_by_exchange else \
+        receipt_time(submission.path, submission.received)
     write_receipt(dest, received)
     return received
 

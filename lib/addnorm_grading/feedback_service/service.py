@@ -81,6 +81,10 @@ class FeedbackService(Application):
     engine = Unicode("processes", help="Where submissions are graded: `processes`, a pool on this machine; `dask`, "
                      "Dask distributed workers that share no disk with the service (feedback_service.remote; the "
                      "gradebook must be in PostgreSQL).").tag(config=True)
+    identity = Unicode("owner", help="Who a submission is: `owner`, the Unix owner of its files (nbgrader's file "
+                       "exchange, one Unix user per learner); `exchange`, the name the HTTP exchange service wrote "
+                       "from the hub's token (`exchange` is then its store's folder, and the service runs as the "
+                       "store's Unix user)").tag(config=True)
     scheduler = Unicode("", help="With engine=dask: the address (tls://host:port) of a Dask scheduler that uses the "
                         "certificate in <state>/tls; empty: a scheduler and `workers` workers on this machine, started "
                         "by the service.").tag(config=True)
@@ -117,6 +121,9 @@ class FeedbackService(Application):
         state.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.ledger = Ledger(state / "ledger")
         self.pid_file = state / "service.pid"
+        if self.identity not in ("owner", "exchange"):
+            raise ValueError(f"FeedbackService.identity: expected 'owner' or 'exchange', got {self.identity!r}")
+        self.store = self.identity == "exchange"
         if self.engine not in ("processes", "dask"):
             raise ValueError(f"FeedbackService.engine: expected 'processes' or 'dask', got {self.engine!r}")
         if self.engine == "dask" and not self.db_url.startswith("postgresql"):
@@ -154,8 +161,9 @@ class FeedbackService(Application):
         for submission in found:
             try:
                 if submission.name not in first_seen:
-                    first_seen[submission.name] = self.ledger.receive(submission.name, change_time(submission.path))
-                when = receipt_time(submission.path, first_seen[submission.name])
+                    first_seen[submission.name] = self.ledger.receive(
+                        submission.name, submission.claimed if self.store else change_time(submission.path))
+                when = submission.claimed if self.store else receipt_time(submission.path, first_seen[submission.name])
             except FileNotFoundError:
                 continue
             received.append(dataclasses.replace(submission, received=when))
@@ -167,7 +175,7 @@ class FeedbackService(Application):
         first_seen, now = self.ledger.first_seen(), {s.name: s for s in found}
         graded: dict[tuple[str, str], list[Submission]] = {}
         for entry in self.ledger.graded():
-            submission = now.get(entry.submission) or parse(self.inbound / entry.submission)
+            submission = now.get(entry.submission) or parse(self.inbound / entry.submission, self.store)
             if submission and submission.received is None:
                 submission = dataclasses.replace(submission, received=first_seen.get(entry.submission,
                                                                                      datetime.datetime.min))
@@ -180,12 +188,12 @@ class FeedbackService(Application):
         "grade"). Every time here is a receipt time: what a folder's name says is never used."""
         finished = self.ledger.finished()
         busy = {submission.key for submission, *_ in self.running.values()}
-        found = self.received(submissions(self.inbound))
+        found = self.received(submissions(self.inbound, self.store))
         settled = utc_now() - datetime.timedelta(seconds=self.settle)
         waiting = [s for s in found if s.name not in finished and s.name not in self.running and s.received <= settled]
         genuine = []
         for submission in waiting:
-            reason = refusal(str(submission.path), submission.student)
+            reason = None if self.store else refusal(str(submission.path), submission.student)
             if reason:                                # not the named student's: the notice would go to the victim
                 self.log.warning("refused %s: %s", submission.name, reason)
                 self.ledger.record(submission.name, "refused", reason)
@@ -304,9 +312,9 @@ class FeedbackService(Application):
         signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
         context = get_context("spawn")                 # a fresh interpreter per worker: no state of this loop
         pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=grading.start_worker,
-                                   initargs=(str(self.course_root), self.exchange))
+                                   initargs=(str(self.course_root), self.exchange, None, True, self.store))
         if self.engine == "dask":
-            grading.api = grading.course_api(str(self.course_root), self.exchange)   # collect and release, here
+            grading.api = grading.course_api(str(self.course_root), self.exchange, store=self.store)   # collect, release
             self.client, self.cluster = remote.connect(self.scheduler, Path(self.state) / "tls", self.workers)
             self.log.info("grading on Dask workers of %s", self.client.scheduler.address)
         while not stopping:

@@ -15,6 +15,7 @@ folder and renamed into place: a reader sees a whole submission or none.
 from __future__ import annotations
 
 import datetime
+import glob
 import io
 import os
 import shutil
@@ -23,6 +24,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from nbgrader.exchange.abc import ExchangeReleaseFeedback
+from traitlets import Unicode
 
 from addnorm_grading.course import UploadLimits
 from addnorm_grading.receipts import nbgrader_time
@@ -223,3 +227,34 @@ class Store:
         if "/" in submission.folder_name or not place.is_dir():
             return {}
         return {p.stem: p.read_bytes() for p in sorted(place.glob("*.html"))}
+
+
+class StoreReleaseFeedback(ExchangeReleaseFeedback):
+    """nbgrader's release_feedback straight into the store, for the feedback service, which runs as the store's
+    Unix user on the exchange's machine (`Exchange.root` is the store's folder): each student's generated feedback
+    goes to the submission its timestamp.txt names."""
+
+    root = Unicode("", help="The HTTP exchange's store (the exchange service's --store)").tag(config=True)
+
+    def init_src(self):
+        pass
+
+    def init_dest(self):
+        from addnorm_grading.course import read_course
+        limits = read_course(Path(self.coursedir.root) / "course.toml").uploads
+        self.store = Store(Path(self.root), self.coursedir.course_id, limits)
+
+    def copy_files(self):
+        student = self.coursedir.student_id or "*"
+        pattern = self.coursedir.format_path(self.coursedir.feedback_directory, student, self.coursedir.assignment_id)
+        for folder in map(Path, sorted(glob.glob(pattern))):
+            pages = {page.name: page.read_bytes() for page in sorted(folder.glob("*.html"))}
+            if not pages:
+                continue
+            submission = Submission(folder.parent.name, self.coursedir.assignment_id,
+                                    (folder / "timestamp.txt").read_text().strip())
+            try:
+                self.store.release_feedback(submission, io.BytesIO(pack_files(pages)))
+            except Refused as error:
+                self.fail(f"Feedback of {submission.folder_name} not released: {error}")
+            self.log.info("Released feedback of %s into the exchange's store", submission.folder_name)
