@@ -233,6 +233,21 @@ def tar_of(files: dict[str, bytes], links: dict[str, str] | None = None) -> byte
     return buffer.getvalue()
 
 
+def tar_members(members: list[tuple[str, bytes | None]]) -> bytes:
+    """A tar archive of (name, content) in order, a folder where content is None: names may repeat."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:") as archive:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                archive.addfile(info)
+            else:
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
 def stored(hub) -> list[str]:
     """What the store holds: the submissions and anything left half-written."""
     return sorted(os.listdir(hub["store"] / "inbound")) + sorted(os.listdir(hub["store"] / ".incoming"))
@@ -316,7 +331,7 @@ def test_a_learner_reads_no_one_elses_submissions(released, submitted):
     others = api(hub, "bob", "GET", "submissions", params={"student": "alice"})
     assert others.status_code == 403 and "bob may list submissions only their own, not alice's" in \
         others.json()["message"]
-    everyone = api(hub, "bob", "GET", "submissions", params={"inbound": "1"})
+    everyone = api(hub, "bob", "GET", "submissions")
     assert everyone.status_code == 403 and "bob is not one" in everyone.json()["message"]
     download = api(hub, "bob", "GET", f"submissions/{ASSIGNMENT}/alice/{quote(timestamp, safe='')}")
     assert download.status_code == 403 and "not alice's" in download.json()["message"]
@@ -360,6 +375,12 @@ BAD_UPLOADS = {
     "a line break in a name": (tar_of({"residual.ipynb\nfake.ipynb": NOTEBOOK}), "not printable text"),
     "a notebook that is not JSON": (tar_of({"residual.ipynb": b"print('hello')"}), "it is not JSON"),
     "no archive at all": (b"just bytes, no tar", "not a tar archive"),
+    "a name given twice": (tar_members([("residual.ipynb", NOTEBOOK), ("residual.ipynb", NOTEBOOK)]), "given twice"),
+    "a notebook named as a folder": (tar_members([("evil.ipynb/", b"not json")]), "not written plainly"),
+    "a file with a file inside": (tar_members([("a", b"x"), ("a/b.ipynb", NOTEBOOK)]), "a is a file"),
+    "a notebook nested too deeply": (tar_of({"residual.ipynb": b"[" * 200_000}), "nested too deeply"),
+    "a folder named timestamp.txt": (tar_members([("residual.ipynb", NOTEBOOK), ("timestamp.txt", None)]),
+                                     "timestamp.txt is a folder"),
 }
 
 
@@ -458,12 +479,12 @@ def test_the_feedback_service_grades_what_the_exchange_received_as_whom_the_toke
 
 def test_the_exchange_killed_is_restarted_by_the_hub_with_nothing_lost(released, submitted):
     hub = released
-    listing = api(hub, "teacher", "GET", "submissions", params={"inbound": "1"}).json()["submissions"]
+    listing = api(hub, "teacher", "GET", "submissions").json()["submissions"]
     [pid] = pids_of(b"addnorm_grading.http_exchange", str(hub["state"]).encode())
     os.kill(pid, 9)
-    wait_until(lambda: api(hub, "teacher", "GET", "submissions", params={"inbound": "1"}).ok,
+    wait_until(lambda: api(hub, "teacher", "GET", "submissions").ok,
                "the hub did not restart the exchange", timeout=120, log=hub["log"])
-    assert api(hub, "teacher", "GET", "submissions", params={"inbound": "1"}).json()["submissions"] == listing
+    assert api(hub, "teacher", "GET", "submissions").json()["submissions"] == listing
     assert list((hub["store"] / ".incoming").iterdir()) == []
 
 
@@ -539,8 +560,65 @@ def test_a_learners_server_sees_no_other_server_and_no_other_home(servers):
     assert os.listdir(seen / str(hub["state"]).lstrip("/")) == []              # nor the hub's state or the store
     assert os.listdir(seen / str(hub["course"]).lstrip("/")) == []
     assert (seen / "home" / SHARED_USER / "nbgrader_config.py").is_file()      # her own folder is there
+    assert os.readlink(f"/proc/{alice}/fd/1").endswith("/.jupyter-server.log")    # not the hub's log
     processes = [name for name in os.listdir(seen / "proc") if name.isdigit()]
     assert len(processes) < 10, processes                                     # its own few, not the machine's
     for pid in processes:
         environ = (seen / "proc" / pid / "environ").read_bytes()
         assert hub["tokens"]["bob"].encode() not in environ
+
+
+def test_a_learners_kernel_listens_on_no_port_another_server_could_reach(servers):
+    """The servers share loopback (the hub and the proxy reach them there): their kernels use Unix sockets in the
+    learner's own folder instead of TCP ports."""
+    hub = servers
+    headers = {"Authorization": f"token {hub['tokens']['alice']}"}
+    started = requests.post(f"{hub['base']}/user/alice/api/kernels", headers=headers, json={"name": "python3"},
+                            timeout=120)
+    assert started.status_code == 201, started.text
+    kernel = started.json()["id"]
+    [server] = server_pids(hub, "alice")
+    seen = Path(f"/proc/{server}/root")
+
+    def connection_file():
+        for pid in os.listdir(seen / "proc"):
+            words = (seen / "proc" / pid / "cmdline").read_bytes().split(b"\0") if pid.isdigit() else []
+            if any(kernel.encode() in word for word in words):
+                return next(w.decode() for w in words if w.endswith(b".json"))
+        return None
+
+    wait_until(connection_file, "alice's kernel did not start", timeout=60)
+    settings = json.loads((seen / connection_file().lstrip("/")).read_text())
+    assert settings["transport"] == "ipc", settings
+    requests.delete(f"{hub['base']}/user/alice/api/kernels/{kernel}", headers=headers, timeout=60)
+
+
+def declared_only(hub, user: str | None, method: str, path: str, length: int) -> tuple[int, str]:
+    """A request that declares a body of `length` bytes and sends none of it: the answer to its headers."""
+    connection = http.client.HTTPConnection("127.0.0.1", hub["service_port"], timeout=60)
+    connection.putrequest(method, f"/services/exchange/api/{COURSE_ID}/{path}")
+    if user:
+        connection.putheader("Authorization", f"token {hub['tokens'][user]}")
+    connection.putheader("Content-Length", str(length))
+    connection.endheaders()
+    answer = connection.getresponse()
+    message = json.loads(answer.read())["message"]
+    connection.close()
+    return answer.status, message
+
+
+def test_no_body_is_read_before_the_caller_may_send_it(released):
+    hub = released
+    assert declared_only(hub, None, "GET", "assignments", 300 << 20)[0] == 401          # no token: not read
+    status, message = declared_only(hub, "alice", "PUT", f"assignments/{ASSIGNMENT}", 100 << 20)
+    assert status == 403 and "alice is not one" in message                              # a learner's release
+    status, message = declared_only(hub, "alice", "GET", "assignments", 300 << 20)
+    assert status == 413 and "takes no upload" in message
+    assert api(hub, "alice", "GET", "assignments").status_code == 200
+
+
+def test_a_name_in_the_address_that_no_submission_has_is_not_found(released, submitted):
+    hub = released
+    for timestamp in ("x" * 5000, "2026-12-06 10:00:00.000000 UTC/../..", "../alice"):
+        answer = api(hub, "alice", "GET", f"submissions/{ASSIGNMENT}/alice/{quote(timestamp, safe='')}")
+        assert answer.status_code == 404, (timestamp[:40], answer.status_code, answer.text[:200])

@@ -10,6 +10,12 @@ empty one, and only this learner's folder, `<homes>/<name>`, mounted read-write 
 dropped to the shared user (setpriv, no new privileges) before the server starts. The learner's identity is the
 hub's token alone (e.g. for the HTTP exchange, addnorm_grading.http_exchange), never a Unix user.
 
+Two things the servers still share, closed here: the network (loopback, where the hub and the proxy reach them),
+so their kernels talk over Unix sockets in the learner's own folder (`KernelManager.transport=ipc`), never over a
+TCP port another server could listen to; and the hub's output, which a child would otherwise inherit (and could
+read through /proc/<pid>/fd, or truncate), so each server writes to `.jupyter-server.log` in its own folder.
+Not closed: the servers' memory and process limits are the one user's, shared.
+
     c.JupyterHub.spawner_class = "addnorm_grading.hub_spawner.SharedUserSpawner"
     c.SharedUserSpawner.shared_user = "addnorm-pod"
     c.SharedUserSpawner.homes = "/srv/addnorm-homes"
@@ -21,6 +27,7 @@ import os
 import pwd
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 from jupyterhub.spawner import LocalProcessSpawner
@@ -81,7 +88,10 @@ class SharedUserSpawner(LocalProcessSpawner):
         args += ["--tmpfs", "/home", "--bind", str(self.learner_folder()), self.inside_home,
                  "--chdir", self.inside_home, "--"]
         return args + ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups",
-                       "--no-new-privs", "--"]
+                       "--no-new-privs", "--", "sh", "-c", 'exec "$0" "$@" >>"$HOME/.jupyter-server.log" 2>&1']
+
+    def get_args(self):
+        return [*super().get_args(), "--KernelManager.transport=ipc"]
 
     async def start(self):
         for tool in ("bwrap", "setpriv"):
@@ -90,4 +100,5 @@ class SharedUserSpawner(LocalProcessSpawner):
         if not hasattr(self, "server_cmd"):
             self.server_cmd = list(self.cmd)          # the server's own command, as configured
         self.cmd = [*self.wrapper(), *self.server_cmd]
+        self.popen_kwargs = {**self.popen_kwargs, "stdin": subprocess.DEVNULL}
         return await super().start()

@@ -79,6 +79,8 @@ def path_problem(path: str) -> str | None:
         return f"the path {path} is absolute: a submission holds only paths inside it"
     if ".." in PurePosixPath(path).parts:
         return f"the path {path} leads out of the submission (..)"
+    if not path or path == "." or PurePosixPath(path).as_posix() != path:
+        return f"the path {path!r} is not written plainly (a trailing '/', a '.' or an empty part)"
     return None
 
 
@@ -88,6 +90,8 @@ def notebook_problem(name: str, text: bytes) -> str | None:
         content = json.loads(text)
     except (UnicodeDecodeError, ValueError) as error:
         return f"{name} is not a notebook: it is not JSON ({error})"
+    except RecursionError:
+        return f"{name} is not a notebook: its JSON is nested too deeply to read"
     if not isinstance(content, dict):
         return f"{name} is not a notebook: it is JSON, but not an object with cells"
     return None
@@ -106,6 +110,15 @@ def problem(members: list[Member], limits: UploadLimits, read: Callable[[str], b
             return f"{member.path} is a link: a submission holds regular files and folders only"
         if member.kind == OTHER:
             return f"{member.path} is not a regular file or folder"
+    paths = [member.path for member in members]
+    if len(set(paths)) != len(paths):
+        twice = sorted({path for path in paths if paths.count(path) > 1})[0]
+        return f"the name {twice} is given twice"
+    files = {member.path for member in members if member.kind == FILE}
+    for member in members:
+        parent = str(PurePosixPath(member.path).parent)
+        if parent in files:
+            return f"{parent} is a file, and {member.path} would be inside it"
     total = sum(member.size for member in members)
     if total > limits.size_bytes:
         return f"its files add up to {total / (1 << 20):.1f} MiB, more than the course's limit of {limits.size}"

@@ -135,7 +135,7 @@ class HttpExchange(Exchange):
 
     def submissions(self, everyone: bool = False, student: str | None = None) -> list[dict]:
         """Submissions the service lists: the caller's own, or (instructors) the class's."""
-        params = {"inbound": "1"} if everyone else {"student": student or self.caller()}
+        params = {} if everyone else {"student": student or self.caller()}
         if self.coursedir.assignment_id:
             params["assignment"] = self.coursedir.assignment_id
         return self.api("GET", "submissions", params=params).json()["submissions"]

@@ -14,7 +14,7 @@ A submission's time is the service's clock when its upload was complete.
     DELETE api/<course>/assignments/<a>                           take back a release  (instructors)
     POST   api/<course>/submissions/<a>[?student=<s>]             submit: answers the receipt time
     GET    api/<course>/submissions?student=<s>[&assignment=<a>]  list one student's: own or instructors
-    GET    api/<course>/submissions?inbound=1[&assignment=<a>]    everyone's (instructors)
+    GET    api/<course>/submissions[?assignment=<a>]              everyone's (instructors)
     GET    api/<course>/submissions/<a>/<s>/<timestamp>           one submission (a tar archive): own or instructors
     PUT    api/<course>/feedback/<a>/<s>/<timestamp>              release its feedback  (instructors)
     GET    api/<course>/feedback/<a>/<s>/<timestamp>              its feedback (a tar archive): own or instructors
@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -47,6 +49,22 @@ from addnorm_grading.http_exchange.store import Refused, Store, Submission, pack
 
 log = logging.getLogger("addnorm.exchange")
 SLACK = 1 << 20          # tar headers and padding on top of the course's size limit, in bytes
+NO_BODY = 64 << 10       # the most a request that uploads nothing may carry
+TOKEN_CACHE = 5          # seconds the hub's answer about a token is kept: a revoked token or a removed
+                         # instructor counts within this time (HubAuth's default is 300)
+
+
+def unless_refused(method):
+    """A handler method that does nothing when its request was refused while its body arrived (tornado calls the
+    method once the body has ended all the same)."""
+    @functools.wraps(method)
+    async def guarded(self, *args):
+        if self._finished:
+            return
+        result = method(self, *args)
+        if inspect.isawaitable(result):
+            await result
+    return guarded
 
 
 class ApiError(web.HTTPError):
@@ -57,12 +75,20 @@ class ApiError(web.HTTPError):
         self.message = message
 
 
+@web.stream_request_body
 class ExchangeHandler(web.RequestHandler):
     """A request from a hub user: `self.caller` is their name, `self.is_instructor` whether they are in the
-    instructors' group."""
+    instructors' group. Bodies are streamed (tornado reads none before `prepare` has checked the token); a request
+    that takes no upload is refused past NO_BODY bytes of one."""
 
     def initialize(self, store: Store, hub_auth: HubAuth, instructors: str):
         self.store, self.hub_auth, self.instructors = store, hub_auth, instructors
+        self.body_size = 0
+
+    def data_received(self, chunk: bytes):
+        self.body_size += len(chunk)
+        if self.body_size > NO_BODY and not self._finished:
+            self.send_error(413, exc_info=(ApiError, ApiError(413, "this request takes no upload"), None))
 
     async def prepare(self):
         token = self.hub_auth.get_token(self, in_cookie=False)
@@ -79,6 +105,12 @@ class ExchangeHandler(web.RequestHandler):
             raise ApiError(403, "the exchange answers users, not services")
         self.caller = model["name"]
         self.is_instructor = self.instructors in model.get("groups", [])
+        declared = self.request.headers.get("Content-Length", "0")
+        if not self.takes_upload() and (not declared.isdigit() or int(declared) > NO_BODY):
+            raise ApiError(413, "this request takes no upload")
+
+    def takes_upload(self) -> bool:
+        return False
 
     def course_store(self, course: str) -> Store:
         if course != self.store.course:
@@ -119,6 +151,11 @@ class UploadHandler(ExchangeHandler):
     """A handler whose PUT or POST body is an archive: written to a temporary file as it arrives, and refused as
     soon as it is larger than the course allows (a declared length at once, a streamed one when it passes)."""
 
+    put_needs = "upload this"           # what a PUT does, said when a learner tries it (instructors only)
+
+    def takes_upload(self) -> bool:
+        return self.request.method in ("PUT", "POST")
+
     def cap(self) -> int:
         return self.store.limits.size_bytes * (10 if self.request.method == "PUT" else 1) + SLACK
 
@@ -127,6 +164,8 @@ class UploadHandler(ExchangeHandler):
         await super().prepare()
         if self.request.method not in ("PUT", "POST"):
             return
+        if self.request.method == "PUT":
+            self.require_instructor(self.put_needs)            # before a byte of the body is kept
         declared = self.request.headers.get("Content-Length")
         limit = self.store.limits.size
         if declared is not None and int(declared) > self.cap():
@@ -136,7 +175,9 @@ class UploadHandler(ExchangeHandler):
         self.body_size = 0
 
     def data_received(self, chunk: bytes):
-        if self.body_file is None or self._finished:
+        if self.body_file is None:
+            return super().data_received(chunk)
+        if self._finished:
             return
         self.body_size += len(chunk)
         if self.body_size > self.cap():                     # answered now; tornado closes the connection after
@@ -150,12 +191,17 @@ class UploadHandler(ExchangeHandler):
         self.body_file.seek(0)
         return self.body_file
 
+    async def in_thread(self, work, *args):
+        """Run a store's upload (parse, check, unpack) off the event loop: a slow archive delays no one else."""
+        return await ioloop.IOLoop.current().run_in_executor(None, work, *args)
+
     def on_finish(self):
         if getattr(self, "body_file", None) is not None:
             self.body_file.close()
 
 
 class AssignmentsHandler(ExchangeHandler):
+    @unless_refused
     def get(self, course):
         store = self.course_store(course)
         limits = {"files": store.limits.files, "size": store.limits.size, "size_bytes": store.limits.size_bytes}
@@ -164,24 +210,29 @@ class AssignmentsHandler(ExchangeHandler):
 
 
 class AssignmentHandler(UploadHandler):
+    put_needs = "release an assignment"
+
+    @unless_refused
     def get(self, course, assignment):
         try:
             self.write_archive(self.course_store(course).released_files(assignment))
         except Refused as error:
             self.refused(error, 404)
 
-    def put(self, course, assignment):
+    @unless_refused
+    async def put(self, course, assignment):
         self.require_instructor("release an assignment")
         store = self.course_store(course)
         if assignment in store.released() and not self.get_argument("force", None):
             raise ApiError(409, f"{assignment} is released already; release it again with --force")
         try:
-            files = store.release(assignment, self.body())
+            files = await self.in_thread(store.release, assignment, self.body())
         except Refused as error:
             self.refused(error)
         log.info("%s released %s (%d files)", self.caller, assignment, len(files))
         self.write_json({"assignment_id": assignment, "files": files})
 
+    @unless_refused
     def delete(self, course, assignment):
         self.require_instructor("take back a release")
         try:
@@ -192,14 +243,16 @@ class AssignmentHandler(UploadHandler):
 
 
 class SubmitHandler(UploadHandler):
-    def post(self, course, assignment):
+    @unless_refused
+    async def post(self, course, assignment):
         received = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)   # the body is complete
         student = self.get_argument("student", self.caller)
         if student != self.caller:
             raise ApiError(403, f"{self.caller} may submit only as themselves, not as {student}: the exchange "
                                 f"takes the submitting student from the hub's token")
         try:
-            submission = self.course_store(course).submit(self.caller, assignment, self.body(), received)
+            submission = await self.in_thread(self.course_store(course).submit, self.caller, assignment,
+                                              self.body(), received)
         except Refused as error:
             self.refused(error)
         log.info("received %s", submission.folder_name)
@@ -208,13 +261,14 @@ class SubmitHandler(UploadHandler):
 
 
 class SubmissionsHandler(ExchangeHandler):
+    @unless_refused
     def get(self, course):
         store = self.course_store(course)
         student = self.get_argument("student", None)
-        if self.get_argument("inbound", None):                       # everyone's: the instructors' list and collect
+        if student is None:                                          # everyone's: the instructors' list and collect
             self.require_instructor("list or collect the submissions of the class")
-        elif student is None or student != self.caller:
-            self.require_self_or_instructor(student or "everyone", "list submissions")
+        else:
+            self.require_self_or_instructor(student, "list submissions")
         listed = []
         for submission in store.submissions(student, self.get_argument("assignment", None)):
             feedback = store.feedback_files(submission)
@@ -225,6 +279,7 @@ class SubmissionsHandler(ExchangeHandler):
 
 
 class SubmissionHandler(ExchangeHandler):
+    @unless_refused
     def get(self, course, assignment, student, timestamp):
         self.require_self_or_instructor(student, "download submissions")
         store = self.course_store(course)
@@ -236,9 +291,12 @@ class SubmissionHandler(ExchangeHandler):
 
 
 class FeedbackHandler(UploadHandler):
+    put_needs = "release feedback"
+
     def submission(self, assignment, student, timestamp) -> Submission:
         return Submission(student, assignment, timestamp)
 
+    @unless_refused
     def get(self, course, assignment, student, timestamp):
         self.require_self_or_instructor(student, "fetch feedback")
         feedback = self.course_store(course).feedback_files(self.submission(assignment, student, timestamp))
@@ -246,11 +304,12 @@ class FeedbackHandler(UploadHandler):
             raise ApiError(404, f"no feedback has been released for {student}'s {assignment} of {timestamp}")
         self.write_archive(pack_files({f"{nb}.html": html for nb, html in feedback.items()}))
 
-    def put(self, course, assignment, student, timestamp):
+    @unless_refused
+    async def put(self, course, assignment, student, timestamp):
         self.require_instructor("release feedback")
         try:
-            files = self.course_store(course).release_feedback(self.submission(assignment, student, timestamp),
-                                                               self.body())
+            files = await self.in_thread(self.course_store(course).release_feedback,
+                                         self.submission(assignment, student, timestamp), self.body())
         except Refused as error:
             self.refused(error)
         self.write_json({"student_id": student, "assignment_id": assignment, "files": files})
@@ -258,7 +317,7 @@ class FeedbackHandler(UploadHandler):
 
 def make_app(store: Store, instructors: str, prefix: str, hub_auth: HubAuth | None = None) -> web.Application:
     """The service's tornado application, its routes under `prefix` (the hub's /services/<name>/)."""
-    settings = {"store": store, "hub_auth": hub_auth or HubAuth(), "instructors": instructors}
+    settings = {"store": store, "hub_auth": hub_auth or HubAuth(cache_max_age=TOKEN_CACHE), "instructors": instructors}
     part = r"([^/]+)"
     api = prefix.rstrip("/") + "/api/" + part
     return web.Application([

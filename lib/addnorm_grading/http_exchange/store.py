@@ -29,7 +29,7 @@ from nbgrader.exchange.abc import ExchangeReleaseFeedback
 from traitlets import Unicode
 
 from addnorm_grading.course import UploadLimits
-from addnorm_grading.receipts import nbgrader_time
+from addnorm_grading.receipts import NBGRADER_FORMAT, nbgrader_time
 from addnorm_grading.uploads import archive_members, problem
 
 NAME_RULE = "letters, digits, '_', '-', '.' and '@' (hub names may be e-mail addresses), not starting with '.'"
@@ -44,6 +44,14 @@ def check_name(kind: str, name: str) -> str:
     if not name or name.startswith(".") or len(name) > 100 or not all(c.isalnum() or c in "_-.@" for c in name):
         raise Refused(f"the {kind} {name!r} is not a valid id ({NAME_RULE})")
     return name
+
+
+def is_receipt(timestamp: str) -> bool:
+    """Whether `timestamp` is a time as the exchange writes it (nbgrader's format): nothing else names a folder."""
+    try:
+        return len(timestamp) < 40 and nbgrader_time(datetime.datetime.strptime(timestamp, NBGRADER_FORMAT)) == timestamp
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -125,16 +133,24 @@ class Store:
 
     # --- writing: unpack a checked archive beside its place, then rename it into place ---------------------------
     def _unpack(self, archive: tarfile.TarFile) -> Path:
+        """A checked archive's regular files and folders, in a new hidden folder; a member that cannot be written
+        where it says (a name used twice, a file where a folder is) is refused, and nothing of it is left."""
         staging = self.base / ".incoming" / uuid.uuid4().hex
         staging.mkdir()
-        for member in archive.getmembers():      # checked already: regular files and folders, relative paths inside
-            path = staging / member.name
-            if member.isdir():
-                path.mkdir(parents=True, exist_ok=True)
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with archive.extractfile(member) as source, open(path, "xb") as target:
-                    shutil.copyfileobj(source, target)
+        member = None
+        try:
+            for member in archive.getmembers():   # checked already: regular files and folders, relative paths inside
+                path = staging / member.name
+                if member.isdir():
+                    path.mkdir(parents=True, exist_ok=True)
+                else:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    with archive.extractfile(member) as source, open(path, "xb") as target:
+                        shutil.copyfileobj(source, target)
+        except (OSError, tarfile.TarError) as error:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise Refused(f"not stored: {member.name if member else 'a member'} cannot be written where it says "
+                          f"({error.__class__.__name__}: a name given twice, or a file where a folder is)") from None
         return staging
 
     def _replace(self, staging: Path, place: Path) -> None:
@@ -166,14 +182,16 @@ class Store:
             raise Refused(f"{assignment} is not released in {self.course}: nothing to submit it to")
         archive = read_archive(upload, self.limits)
         staging = self._unpack(archive)
-        (staging / "timestamp.txt").write_text(nbgrader_time(received))   # the receipt, whatever the archive held
+        if (staging / "timestamp.txt").is_dir():
+            shutil.rmtree(staging)
+            raise Refused("not stored: timestamp.txt is a folder; the exchange writes that file itself")
         submission = Submission(student, assignment, nbgrader_time(received))
         place = self.base / "inbound" / submission.folder_name
         while place.exists():                              # two uploads within a microsecond: the later one is later
             received += datetime.timedelta(microseconds=1)
             submission = Submission(student, assignment, nbgrader_time(received))
-            (staging / "timestamp.txt").write_text(submission.timestamp)
             place = self.base / "inbound" / submission.folder_name
+        (staging / "timestamp.txt").write_text(submission.timestamp)   # the receipt, whatever the archive held
         staging.rename(place)
         return submission
 
@@ -213,7 +231,7 @@ class Store:
 
     def submission_folder(self, submission: Submission) -> Path:
         place = self.base / "inbound" / submission.folder_name
-        if "/" in submission.folder_name or not place.is_dir():
+        if not is_receipt(submission.timestamp) or not place.is_dir():
             raise Refused(f"there is no submission of {submission.assignment} by {submission.student} at "
                           f"{submission.timestamp}")
         return place
@@ -224,7 +242,7 @@ class Store:
     def feedback_files(self, submission: Submission) -> dict[str, bytes]:
         """The feedback released for one submission: {notebook id: HTML}."""
         place = self.base / "feedback" / submission.folder_name
-        if "/" in submission.folder_name or not place.is_dir():
+        if not is_receipt(submission.timestamp) or not place.is_dir():
             return {}
         return {p.stem: p.read_bytes() for p in sorted(place.glob("*.html"))}
 
