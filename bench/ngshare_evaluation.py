@@ -22,7 +22,6 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ import time
 from pathlib import Path
 
 import requests
+
+from addnorm_grading.postgres import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 HUB_HOME = Path("/opt/addnorm-hub")
@@ -78,12 +79,6 @@ results: list[tuple[bool, str, str]] = []
 def check(ok: bool, what: str, seen: str) -> None:
     results.append((ok, what, seen))
     print(f"{'ok   ' if ok else 'FAILS'}  {what}: {seen}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def files_json(files: dict[str, bytes]) -> str:

@@ -45,10 +45,11 @@ def stamp(minutes_ago: float) -> str:
     return then.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
-def submit(inbound: Path, student: str, minutes_ago: float, tag: str = "x") -> Path:
-    """A submission folder as `nbgrader submit` leaves it in the inbound folder (owned by the test runner)."""
+def submit(inbound: Path, student: str, minutes_ago: float, tag: str | None = "x") -> Path:
+    """A submission folder as `nbgrader submit` leaves it in the inbound folder (owned by the test runner); with
+    tag=None, as the HTTP exchange stores it: <student>+<assignment>+<its clock's time>, no random string."""
     when = stamp(minutes_ago)
-    folder = inbound / f"{student}+01_residual+{when}+{tag}"
+    folder = inbound / (f"{student}+01_residual+{when}" + (f"+{tag}" if tag else ""))
     folder.mkdir(parents=True)
     (folder / "residual.ipynb").write_text("{}")
     (folder / "timestamp.txt").write_text(when)
@@ -161,26 +162,16 @@ def test_a_bad_upload_is_refused_with_a_notice_and_the_others_are_graded(service
     assert good.exists()
 
 
-def store_submission(inbound: Path, student: str, minutes_ago: float) -> Path:
-    """A submission as the HTTP exchange stores it: <student>+<assignment>+<its clock's time>, no random string."""
-    when = stamp(minutes_ago)
-    folder = inbound / f"{student}+01_residual+{when}"
-    folder.mkdir(parents=True)
-    (folder / "residual.ipynb").write_text("{}")
-    (folder / "timestamp.txt").write_text(when)
-    return folder
-
-
 def test_from_the_http_exchanges_store_the_name_is_the_identity_and_its_time_the_receipt(service, monkeypatch):
     service.identity, service.store = "exchange", True
-    folder = store_submission(service.inbound, "alice", 10)          # no Unix user alice: the hub's token named her
+    folder = submit(service.inbound, "alice", 10, tag=None)          # no Unix user alice: the hub's token named her
     [(found, kind)] = service.next_jobs()
     assert (found.student, kind) == ("alice", "grade")
     assert found.received == found.claimed == datetime.datetime.strptime(folder.name.split("+")[2],
                                                                         "%Y-%m-%d %H:%M:%S.%f UTC")
     assert service.ledger.first_seen()[folder.name] == found.received
     service.ledger.record(folder.name, "graded", "score 1/8")
-    bad = store_submission(service.inbound, "alice", 0)
+    bad = submit(service.inbound, "alice", 0, tag=None)
     (bad / "residual.ipynb").write_text("this is not json")
     monkeypatch.setattr("addnorm_grading.feedback_service.service.utc_now",
                         lambda: datetime.datetime.utcnow() + datetime.timedelta(hours=1))
@@ -190,7 +181,7 @@ def test_from_the_http_exchanges_store_the_name_is_the_identity_and_its_time_the
 
 
 def test_the_file_exchange_still_refuses_a_name_without_a_unix_user(service):
-    store_submission(service.inbound, "alice", 10)
+    submit(service.inbound, "alice", 10, tag=None)
     assert service.next_jobs() == []
     assert "who has no Unix user here" in service.ledger.entries()[-1].detail
 

@@ -23,7 +23,6 @@ import json
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -37,6 +36,7 @@ from nbgrader.api import Gradebook
 
 from addnorm_grading import coursework, submissions
 from addnorm_grading.feedback_service.ledger import Ledger
+from addnorm_grading.postgres import free_port
 
 pytestmark = [
     pytest.mark.slow,
@@ -97,12 +97,6 @@ c = get_config()  # noqa: F821
 configure(c)
 c.CourseDirectory.course_id = "addnorm"
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_until(ready, what: str, timeout: float = 90, log: Path | None = None) -> None:

@@ -24,23 +24,21 @@ PAGE = """<!DOCTYPE html>
 def release_notice(feedback_folder: Path, submission: Submission, message: str) -> None:
     """Write the notice as the feedback of each notebook of the submission (it must carry nbgrader's secret; in the
     HTTP exchange's store, the feedback folder of the submission itself)."""
+    notebooks = [notebook.stem for notebook in sorted(submission.path.glob("*.ipynb"))]
     if submission.stamped_by_exchange:
         folder = feedback_folder / submission.name
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for notebook in sorted(submission.path.glob("*.ipynb")):
-            page = folder / f"{notebook.stem}.html"
-            temporary = page.with_suffix(".tmp")
-            temporary.write_text(PAGE.format(notebook=html.escape(notebook.stem), message=html.escape(message)))
-            os.replace(temporary, page)
-        return
-    secret_file = submission.path / "submission_secret.txt"
-    if not secret_file.is_file():
-        return
-    secret = secret_file.read_text()
-    feedback_folder.mkdir(mode=0o711, parents=True, exist_ok=True)
-    for notebook in sorted(submission.path.glob("*.ipynb")):
-        page = feedback_folder / f"{notebook_hash(secret=secret, notebook_id=notebook.stem)}.html"
+        pages = {notebook: folder / f"{notebook}.html" for notebook in notebooks}
+    else:
+        secret_file = submission.path / "submission_secret.txt"
+        if not secret_file.is_file():
+            return
+        secret = secret_file.read_text()
+        feedback_folder.mkdir(mode=0o711, parents=True, exist_ok=True)
+        pages = {notebook: feedback_folder / f"{notebook_hash(secret=secret, notebook_id=notebook)}.html"
+                 for notebook in notebooks}
+    for notebook, page in pages.items():
         temporary = page.with_suffix(".tmp")
-        temporary.write_text(PAGE.format(notebook=html.escape(notebook.stem), message=html.escape(message)))
+        temporary.write_text(PAGE.format(notebook=html.escape(notebook), message=html.escape(message)))
         os.chmod(temporary, 0o644)
         os.replace(temporary, page)

@@ -12,7 +12,6 @@ collect / release_feedback / fetch_feedback` use the service. Each request carri
 from __future__ import annotations
 
 import fnmatch
-import glob
 import hashlib
 import io
 import os
@@ -28,6 +27,7 @@ from nbgrader.exchange.abc import (Exchange, ExchangeCollect, ExchangeFetchAssig
 from nbgrader.utils import parse_utc
 from traitlets import Unicode, default
 
+from addnorm_grading.http_exchange.store import generated_feedback, pack_files
 from addnorm_grading.uploads import path_problem
 
 TIMEOUT = 120           # seconds: an upload of the course's largest submission on a slow link
@@ -86,7 +86,7 @@ class HttpExchange(Exchange):
     def ignored(self, name: str) -> bool:
         return any(fnmatch.fnmatch(name, pattern) for pattern in self.coursedir.ignore)
 
-    def pack(self, folder: Path, limit_bytes: int | None = None) -> bytes:
+    def pack(self, folder: Path) -> bytes:
         """A folder's regular files as a tar archive, leaving out the course's ignored names, links and (as
         nbgrader's own exchange does) files larger than CourseDirectory.max_file_size."""
         buffer = io.BytesIO()
@@ -99,11 +99,12 @@ class HttpExchange(Exchange):
                     path = Path(directory, name)
                     if self.ignored(name) or path.is_symlink() or not path.is_file():
                         continue
-                    if path.stat().st_size > 1000 * self.coursedir.max_file_size:
+                    size = path.stat().st_size
+                    if size > 1000 * self.coursedir.max_file_size:
                         self.log.warning("Left out %s: larger than %d KB", path, self.coursedir.max_file_size)
                         continue
                     archive.add(path, arcname=str(path.relative_to(folder)), recursive=False)
-                    self.packed_size += path.stat().st_size
+                    self.packed_size += size
         return buffer.getvalue()
 
     def unpack(self, data: bytes, dest: Path, only_missing: bool = False) -> list[str]:
@@ -361,24 +362,12 @@ class HttpReleaseFeedback(HttpExchange, ExchangeReleaseFeedback):
     """Release each student's generated feedback to the submission it was made from (instructors only)."""
 
     def copy_files(self):
-        student = self.coursedir.student_id.strip("*") or "*"
-        pattern = self.coursedir.format_path(self.coursedir.feedback_directory, student, self.coursedir.assignment_id)
-        excluded = set(filter(None, self.coursedir.student_id_exclude.split(",")))
-        for folder in map(Path, sorted(glob.glob(pattern))):
-            student_id = folder.parent.name
-            pages = sorted(folder.glob("*.html"))
-            if student_id in excluded or not pages:
-                continue
-            timestamp = (folder / "timestamp.txt").read_text().strip()
-            submission = {"assignment_id": self.coursedir.assignment_id, "student_id": student_id,
-                          "timestamp": timestamp}
-            buffer = io.BytesIO()
-            with tarfile.open(fileobj=buffer, mode="w:") as archive:
-                for page in pages:
-                    archive.add(page, arcname=page.name, recursive=False)
-            self.api("PUT", f"feedback/{self.submission_path(submission)}", data=buffer.getvalue())
-            self.log.info("Releasing feedback for student '%s' on assignment '%s/%s' (%s)", student_id,
-                          self.coursedir.course_id, self.coursedir.assignment_id, timestamp)
+        for submission, pages in generated_feedback(self.coursedir):
+            address = {"assignment_id": submission.assignment, "student_id": submission.student,
+                       "timestamp": submission.timestamp}
+            self.api("PUT", f"feedback/{self.submission_path(address)}", data=pack_files(pages))
+            self.log.info("Releasing feedback for student '%s' on assignment '%s/%s' (%s)", submission.student,
+                          self.coursedir.course_id, self.coursedir.assignment_id, submission.timestamp)
 
 
 class HttpFetchFeedback(HttpExchange, ExchangeFetchFeedback):

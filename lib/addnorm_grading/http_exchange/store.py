@@ -89,11 +89,11 @@ def read_archive(upload: IO[bytes], limits: UploadLimits) -> tarfile.TarFile:
     return archive
 
 
-def pack(folder: Path, names: list[str] | None = None) -> bytes:
-    """A folder's regular files (or just `names`, paths inside it) as an uncompressed tar archive."""
+def pack(folder: Path) -> bytes:
+    """A folder's regular files as an uncompressed tar archive."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:") as archive:
-        for path in sorted(names if names is not None else files_in(folder)):
+        for path in files_in(folder):
             archive.add(folder / path, arcname=path, recursive=False)
     return buffer.getvalue()
 
@@ -247,6 +247,22 @@ class Store:
         return {p.stem: p.read_bytes() for p in sorted(place.glob("*.html"))}
 
 
+def generated_feedback(coursedir) -> list[tuple[Submission, dict[str, bytes]]]:
+    """The feedback nbgrader generated for the course's assignment (of coursedir.student_id, if one is named; none
+    of student_id_exclude): each with the submission its timestamp.txt names, and its pages {file name: HTML}."""
+    student = coursedir.student_id.strip("*") or "*"
+    pattern = coursedir.format_path(coursedir.feedback_directory, student, coursedir.assignment_id)
+    excluded = set(filter(None, coursedir.student_id_exclude.split(",")))
+    found = []
+    for folder in map(Path, sorted(glob.glob(pattern))):
+        pages = {page.name: page.read_bytes() for page in sorted(folder.glob("*.html"))}
+        if folder.parent.name in excluded or not pages:
+            continue
+        timestamp = (folder / "timestamp.txt").read_text().strip()
+        found.append((Submission(folder.parent.name, coursedir.assignment_id, timestamp), pages))
+    return found
+
+
 class StoreReleaseFeedback(ExchangeReleaseFeedback):
     """nbgrader's release_feedback straight into the store, for the feedback service, which runs as the store's
     Unix user on the exchange's machine (`Exchange.root` is the store's folder): each student's generated feedback
@@ -263,14 +279,7 @@ class StoreReleaseFeedback(ExchangeReleaseFeedback):
         self.store = Store(Path(self.root), self.coursedir.course_id, limits)
 
     def copy_files(self):
-        student = self.coursedir.student_id or "*"
-        pattern = self.coursedir.format_path(self.coursedir.feedback_directory, student, self.coursedir.assignment_id)
-        for folder in map(Path, sorted(glob.glob(pattern))):
-            pages = {page.name: page.read_bytes() for page in sorted(folder.glob("*.html"))}
-            if not pages:
-                continue
-            submission = Submission(folder.parent.name, self.coursedir.assignment_id,
-                                    (folder / "timestamp.txt").read_text().strip())
+        for submission, pages in generated_feedback(self.coursedir):
             try:
                 self.store.release_feedback(submission, io.BytesIO(pack_files(pages)))
             except Refused as error:
