@@ -58,8 +58,8 @@ def size_in_bytes(size: str) -> int:
 
 @dataclass(frozen=True)
 class Course:
-    """The course: its id, nbgrader's exchange folder, the sandbox and upload limits, the class hub's users, its
-    folder."""
+    """The course: its id, nbgrader's exchange folder, the sandbox and upload limits, the class hub's users, the
+    JupyterHub group of its instructors (the HTTP exchange), its folder."""
 
     id: str
     exchange: Path
@@ -67,6 +67,7 @@ class Course:
     uploads: UploadLimits
     instructor: str
     students: tuple[str, ...]
+    instructors_group: str
     root: Path           # the folder course.toml is in: the course folder
 
     @property
@@ -109,12 +110,14 @@ def read_course(path: Path | str | None = None) -> Course:
                               f"{FILE_NAME} beside nbgrader_config.py and solutions/)") from None
     try:
         course, sandbox, uploads, hub = data["course"], data["sandbox"], data["uploads"], data["hub"]
+        instructors_group = data["exchange"]["instructors"]
         limits = SandboxLimits(**{f.name: sandbox[f.name] for f in fields(SandboxLimits)})
         return Course(id=course["id"], exchange=Path(course["exchange"]), sandbox=with_environment(limits),
                       uploads=UploadLimits(**{f.name: uploads[f.name] for f in fields(UploadLimits)}),
-                      instructor=hub["instructor"], students=tuple(hub["students"]), root=path.resolve().parent)
+                      instructor=hub["instructor"], students=tuple(hub["students"]),
+                      instructors_group=instructors_group, root=path.resolve().parent)
     except KeyError as missing:
         raise CourseFileError(f"{path} has no {missing}: it needs [course] id and exchange, [sandbox] "
-                         f"{', '.join(f.name for f in fields(SandboxLimits))}, [uploads] files and size, and [hub] "
-                         f"instructor and students"
+                         f"{', '.join(f.name for f in fields(SandboxLimits))}, [uploads] files and size, [hub] "
+                         f"instructor and students, and [exchange] instructors"
                          ) from None

@@ -37,7 +37,6 @@ import logging
 import os
 import signal
 import tempfile
-import tomllib
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -330,12 +329,6 @@ def make_app(store: Store, instructors: str, prefix: str, hub_auth: HubAuth | No
     ])
 
 
-def instructors_group(course_file: Path) -> str:
-    """The JupyterHub group whose members may release, collect and release feedback (course.toml)."""
-    with open(course_file, "rb") as file:
-        return tomllib.load(file)["exchange"]["instructors"]
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m addnorm_grading.http_exchange", description=__doc__.split("\n")[0])
     parser.add_argument("--store", type=Path, required=True, help="the service's folder (made 0700)")
@@ -350,7 +343,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.url:
         parser.error("where to listen: --url http://127.0.0.1:10102, or JUPYTERHUB_SERVICE_URL from the hub")
     where = urlsplit(args.url)
-    app = make_app(store, instructors_group(course.root / "course.toml"), prefix)
+    app = make_app(store, course.instructors_group, prefix)
     app.listen(where.port, address=where.hostname, max_body_size=course.uploads.size_bytes * 10 + SLACK)
     log.info("exchange for %s on %s:%d%s", course.id, where.hostname, where.port, prefix)
     loop = ioloop.IOLoop.current()
