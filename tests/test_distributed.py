@@ -40,19 +40,24 @@ def tls_options(files: dict[str, str]) -> list[str]:
             f"--tls-key={files['tls_worker_key']}"]
 
 
+def start_scheduler(tls: dict[str, str], port: int) -> subprocess.Popen:
+    """`dask scheduler` on loopback at `port`, TLS with the course's certificate required, once it answers."""
+    process = subprocess.Popen([BIN / "dask", "scheduler", "--protocol=tls", "--host=127.0.0.1", f"--port={port}",
+                                "--no-dashboard", *tls_options(tls)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    from distributed import Client
+    from distributed.security import Security
+    with Client(f"tls://127.0.0.1:{port}", security=Security(**tls, require_encryption=True), timeout=60):
+        pass                                                    # it answers
+    return process
+
+
 @pytest.fixture
 def scheduler(tls):
     """`dask scheduler` on loopback, TLS with the course's certificate required; yields its address."""
     port = free_port()
-    process = subprocess.Popen([BIN / "dask", "scheduler", "--protocol=tls", "--host=127.0.0.1", f"--port={port}",
-                                "--no-dashboard", *tls_options(tls)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    address = f"tls://127.0.0.1:{port}"
-    from distributed import Client
-    from distributed.security import Security
-    with Client(address, security=Security(**tls, require_encryption=True), timeout=60):
-        pass                                                    # it answers
-    yield address
+    process = start_scheduler(tls, port)
+    yield f"tls://127.0.0.1:{port}"
     process.terminate()
     process.wait(timeout=30)
 
@@ -63,6 +68,30 @@ def hidden_worker(address: str, tls: dict[str, str], hidden: Path) -> subprocess
     return subprocess.Popen(["unshare", "--mount", "--propagation=private", "sh", "-c",
                              'mount -t tmpfs tmpfs "$1" && shift && exec "$@"', "sh", str(hidden), *map(str, command)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def course_on_postgres(cluster, tls: dict[str, str], tmp_path: Path) -> Path:
+    """A course whose gradebook is in `cluster` (an instructor's own setting, never committed), 01_residual
+    generated into it, and the course's certificate in the feedback service's state folder."""
+    from addnorm_grading import coursework
+
+    course = coursework.make_course(tmp_path / "course")
+    with open(course / "nbgrader_config.py", "a") as config:
+        config.write(f"\nc.CourseDirectory.db_url = {cluster.url()!r}\n")
+    coursework.run_nbgrader(["generate_assignment", "01_residual", "--force"], course)
+    shutil.copytree(Path(tls["tls_ca_file"]).parent, course / "feedback-service" / "tls")
+    return course
+
+
+def feedback_service(course: Path, exchange: Path, scheduler: str) -> subprocess.Popen:
+    """The feedback service of `course`, grading on the Dask workers of `scheduler`."""
+    from addnorm_grading import coursework
+
+    return subprocess.Popen([sys.executable, "-m", "addnorm_grading.feedback_service", f"--course={course}",
+                             f"--FeedbackService.exchange={exchange}", "--FeedbackService.poll_interval=0.5",
+                             "--FeedbackService.cooldown=0", "--FeedbackService.settle=0.5",
+                             "--FeedbackService.engine=dask", f"--FeedbackService.scheduler={scheduler}"],
+                            env=coursework.nbgrader_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 def test_no_one_reaches_the_scheduler_without_the_certificate(scheduler, tls, tmp_path):
@@ -84,27 +113,19 @@ def test_a_worker_that_cannot_see_the_course_grades_into_the_gradebook(cluster, 
     from distributed.security import Security
     from test_feedback_service import ME, submit, wait_for
 
-    from addnorm_grading import coursework, submissions
+    from addnorm_grading import submissions
     from addnorm_grading.course import read_course
     from addnorm_grading.feedback_service.ledger import Ledger
 
-    course = coursework.make_course(tmp_path / "course")
-    with open(course / "nbgrader_config.py", "a") as config:    # an instructor's own setting, never committed
-        config.write(f"\nc.CourseDirectory.db_url = {cluster.url()!r}\n")
-    coursework.run_nbgrader(["generate_assignment", "01_residual", "--force"], course)
+    course = course_on_postgres(cluster, tls, tmp_path)
     state = course / "feedback-service"
-    shutil.copytree(Path(tls["tls_ca_file"]).parent, state / "tls")
     worker = hidden_worker(scheduler, tls, tmp_path)
     with Client(scheduler, security=Security(**tls, require_encryption=True), timeout=60) as client:
         client.wait_for_workers(1, timeout=120)
         assert list(client.run(os.path.exists, str(course)).values()) == [False]     # the worker cannot see it
     exchange = tmp_path / "exchange"
     inbound = exchange / read_course(course / "course.toml").id / "inbound"
-    service = subprocess.Popen([sys.executable, "-m", "addnorm_grading.feedback_service", f"--course={course}",
-                                f"--FeedbackService.exchange={exchange}", "--FeedbackService.poll_interval=0.5",
-                                "--FeedbackService.cooldown=0", "--FeedbackService.settle=0.5",
-                                "--FeedbackService.engine=dask", f"--FeedbackService.scheduler={scheduler}"],
-                               env=coursework.nbgrader_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    service = feedback_service(course, exchange, scheduler)
     ledger = Ledger(state / "ledger")
     answers = {"right": submissions.solution_text("01_residual", course / "solutions"),
                "wrong": submissions.solution_text("01_residual", course / "solutions").replace(
@@ -144,27 +165,19 @@ def test_a_worker_killed_mid_grade_costs_nothing(cluster, scheduler, tls, tmp_pa
     from distributed.security import Security
     from test_feedback_service import ME, submit, wait_for
 
-    from addnorm_grading import coursework, submissions
+    from addnorm_grading import submissions
     from addnorm_grading.course import read_course
     from addnorm_grading.feedback_service.ledger import Ledger
 
-    course = coursework.make_course(tmp_path / "course")
-    with open(course / "nbgrader_config.py", "a") as config:
-        config.write(f"\nc.CourseDirectory.db_url = {cluster.url()!r}\n")
-    coursework.run_nbgrader(["generate_assignment", "01_residual", "--force"], course)
+    course = course_on_postgres(cluster, tls, tmp_path)
     state = course / "feedback-service"
-    shutil.copytree(Path(tls["tls_ca_file"]).parent, state / "tls")
     workers = [hidden_worker(scheduler, tls, tmp_path) for _ in range(2)]
     client = Client(scheduler, security=Security(**tls, require_encryption=True), timeout=60)
     client.wait_for_workers(2, timeout=120)
     pids = client.run(os.getpid)                                  # worker address → its process
     exchange = tmp_path / "exchange"
     inbound = exchange / read_course(course / "course.toml").id / "inbound"
-    service = subprocess.Popen([sys.executable, "-m", "addnorm_grading.feedback_service", f"--course={course}",
-                                f"--FeedbackService.exchange={exchange}", "--FeedbackService.poll_interval=0.5",
-                                "--FeedbackService.cooldown=0", "--FeedbackService.settle=0.5",
-                                "--FeedbackService.engine=dask", f"--FeedbackService.scheduler={scheduler}"],
-                               env=coursework.nbgrader_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    service = feedback_service(course, exchange, scheduler)
     ledger = Ledger(state / "ledger")
     killed = None
     try:
@@ -189,6 +202,63 @@ def test_a_worker_killed_mid_grade_costs_nothing(cluster, scheduler, tls, tmp_pa
                 os.killpg(worker.pid, signal.SIGTERM)
             worker.wait(timeout=60)
     assert [e.outcome for e in ledger.entries() if e.outcome != "received"] == ["grading", "graded"], said
+    assert ledger.graded()[0].detail.startswith("score 6/8")
+    with Gradebook(cluster.url(), "addnorm") as gradebook:
+        assert len(gradebook.find_assignment("01_residual").submissions) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="hiding the course from the workers needs a mount namespace: root")
+def test_a_scheduler_restarted_mid_grade_costs_nothing(cluster, tls, tmp_path):  # noqa: F811
+    """The scheduler is killed while a worker grades (its workers end with it, as Dask's do) and started again at
+    the same address with a new worker, as a supervisor (Kubernetes, systemd) restarts them: the service's client
+    reconnects, the lost job is handed out again, and the ledger and the gradebook have the submission once."""
+    import time
+
+    from distributed import Client
+    from distributed.security import Security
+    from test_feedback_service import ME, submit, wait_for
+
+    from addnorm_grading import submissions
+    from addnorm_grading.course import read_course
+    from addnorm_grading.feedback_service.ledger import Ledger
+
+    port = free_port()
+    address = f"tls://127.0.0.1:{port}"
+    first = start_scheduler(tls, port)
+    course = course_on_postgres(cluster, tls, tmp_path)
+    workers = [hidden_worker(address, tls, tmp_path)]
+    exchange = tmp_path / "exchange"
+    service = feedback_service(course, exchange, address)
+    ledger = Ledger(course / "feedback-service" / "ledger")
+    second = None
+    try:
+        with Client(address, security=Security(**tls, require_encryption=True), timeout=60) as client:
+            client.wait_for_workers(1, timeout=120)
+            folder = submit(exchange / read_course(course / "course.toml").id / "inbound", ME, 0, "right")
+            (folder / "residual.ipynb").write_text(submissions.solution_text("01_residual", course / "solutions"))
+            (folder / "submission_secret.txt").write_text("the student's secret")
+            deadline = time.monotonic() + 120
+            while not any(client.processing().values()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert any(client.processing().values()), "no worker took the job"
+        first.kill()                                                # mid-grade
+        first.wait(timeout=30)
+        second = start_scheduler(tls, port)
+        workers.append(hidden_worker(address, tls, tmp_path))      # the old one ended with its scheduler
+        wait_for(lambda: ledger.graded() or any(e.outcome == "failed" for e in ledger.entries()), service)
+    finally:
+        service.send_signal(signal.SIGTERM)
+        said = service.communicate(timeout=60)[0].decode()
+        for worker in workers:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGTERM)
+            worker.wait(timeout=60)
+        for scheduler_process in (first, second):
+            if scheduler_process is not None and scheduler_process.poll() is None:
+                scheduler_process.terminate()
+                scheduler_process.wait(timeout=30)
+    assert [e.outcome for e in ledger.entries() if e.outcome != "received"] == ["grading", "graded"], said
+    assert "handed out again" in said
     assert ledger.graded()[0].detail.startswith("score 6/8")
     with Gradebook(cluster.url(), "addnorm") as gradebook:
         assert len(gradebook.find_assignment("01_residual").submissions) == 1
