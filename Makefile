@@ -29,7 +29,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[course,load]"
+	$(BIN)/python -m pip install --quiet -e ".[course,load,cluster]"
 	touch $(STAMP)
 
 # Debian packages the build and the tests use; installed when missing (apt-get needs root:
