@@ -34,10 +34,11 @@ def trained(learner, yours: set[str], data, budget: Budget, probe) -> Run:
     return run(model, data, budget)
 
 
-def bisect(learner, suspects: list[str], data, budget: Budget, probe) -> Bisection:
-    """Name the suspects (the learner's pieces whose own checks pass) that keep the model behind the reference."""
+def bisect(learner, suspects: list[str], data, budget: Budget, probe, reference: Run | None = None) -> Bisection:
+    """Name the suspects (the learner's pieces whose own checks pass) that keep the model behind the reference
+    (trained here at `budget`, unless given: a run at this budget, which is deterministic)."""
     result, started = Bisection(), time.monotonic()
-    reference = trained(learner, set(), data, budget, probe)
+    reference = reference or trained(learner, set(), data, budget, probe)
 
     def fails(pieces: list[str]) -> bool:
         attempt = trained(learner, set(pieces), data, budget, probe)

@@ -34,7 +34,7 @@ def evaluate(payload: dict) -> dict:
     bisection = None
     if yours.behind(reference):
         suspects = [name for name in ASSEMBLED if name in usable and outcomes[name].ok]
-        bisection = bisect(learner, suspects, data, BISECTION, probe)
+        bisection = bisect(learner, suspects, data, BISECTION, probe, reference if budget == BISECTION else None)
         blamed = in_exercise_order(blamed + bisection.found)
     return {
         "components": {name: vars(outcome) for name, outcome in outcomes.items()},
