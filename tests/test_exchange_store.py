@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime
+import re
 import io
 import tarfile
 
 import pytest
 
-from addnorm_grading.course import UploadLimits
+from addnorm_grading.course import LearnerLimits, UploadLimits
 from addnorm_grading.http_exchange.store import Refused, Store, Submission, pack_files
 
 LIMITS = UploadLimits(files=10, size="1M")
@@ -81,3 +82,80 @@ def test_a_release_again_replaces_the_files_and_can_be_taken_back(store):
     assert store.released() == {}
     with pytest.raises(Refused, match="is not released"):
         store.unrelease("01_residual")
+
+
+def test_a_learner_submits_at_most_once_every_interval_whatever_the_assignment(tmp_path):
+    store = Store(tmp_path / "exchange", "addnorm", LIMITS, LearnerLimits(kept="1M", interval=10))
+    for assignment in ("01_residual", "02_layer_norm"):
+        store.release(assignment, io.BytesIO(pack_files({"a.ipynb": NOTEBOOK})))
+    upload = lambda: io.BytesIO(pack_files({"a.ipynb": NOTEBOOK}))                      # noqa: E731
+    store.submit("alice", "01_residual", upload(), NOON)
+    with pytest.raises(Refused, match="received 4 s ago; submit again in 6 s") as refused:
+        store.submit("alice", "02_layer_norm", upload(), NOON + datetime.timedelta(seconds=4))
+    assert (refused.value.status, round(refused.value.retry_after)) == (429, 6)
+    store.submit("bob", "01_residual", upload(), NOON + datetime.timedelta(seconds=4))       # others are not held up
+    store.submit("alice", "02_layer_norm", upload(), NOON + datetime.timedelta(seconds=10))
+    assert [s.student for s in store.submissions()] == ["alice", "alice", "bob"]
+    assert list((store.base / ".incoming").iterdir()) == []
+
+
+def test_what_one_learner_keeps_is_capped_and_the_refusal_says_how_much(tmp_path):
+    store = Store(tmp_path / "exchange", "addnorm", LIMITS, LearnerLimits(kept="100K", interval=0))
+    store.release("01_residual", io.BytesIO(pack_files({"a.ipynb": NOTEBOOK})))
+    big = b'{"cells": [], "metadata": {"pad": "' + b"x" * 40_000 + b'"}, "nbformat": 4, "nbformat_minor": 5}'
+    for second in (0, 1):
+        store.submit("alice", "01_residual", io.BytesIO(pack_files({"a.ipynb": big})), NOON + datetime.timedelta(seconds=second))
+    with pytest.raises(Refused, match=r"your 2 submissions kept here hold 0\.1 MiB.*past the 100K each learner may keep") as refused:
+        store.submit("alice", "01_residual", io.BytesIO(pack_files({"a.ipynb": big})), NOON + datetime.timedelta(seconds=2))
+    assert refused.value.status == 413
+    store.submit("bob", "01_residual", io.BytesIO(pack_files({"a.ipynb": big})), NOON + datetime.timedelta(seconds=2))
+    assert len(store.submissions("alice")) == 2 and list((store.base / ".incoming").iterdir()) == []
+
+
+class OneLearnersHub:
+    """What JupyterHub's HubAuth answers the exchange service for alice's token (and for no other token)."""
+
+    access_scopes = {"access:services!service=exchange"}
+
+    def get_token(self, handler, in_cookie=False):
+        return handler.request.headers.get("Authorization", "").removeprefix("token ")
+
+    async def user_for_token(self, token, sync=False):
+        return {"name": "alice", "kind": "user", "groups": []} if token == "alices-token" else None
+
+    def check_scopes(self, scopes, model):
+        return scopes == self.access_scopes
+
+
+def test_the_service_answers_a_submission_that_comes_too_soon_429_with_when_to_try_again(tmp_path):
+    """Through the service's own handlers (make_app; the hub's answer for a token stubbed): the second of two
+    submissions in a row is refused 429, with a Retry-After header and a message that says how long to wait."""
+    import asyncio
+    import json
+
+    from tornado.httpclient import AsyncHTTPClient
+    from tornado.httpserver import HTTPServer
+    from tornado.netutil import bind_sockets
+
+    from addnorm_grading.http_exchange.service import make_app
+
+    store = Store(tmp_path / "exchange", "addnorm", LIMITS, LearnerLimits(kept="1M", interval=30))
+    store.release("01_residual", io.BytesIO(pack_files({"residual.ipynb": NOTEBOOK})))
+
+    async def submit_twice():
+        sockets = bind_sockets(0, "127.0.0.1")
+        server = HTTPServer(make_app(store, "instructors", "/", OneLearnersHub()))
+        server.add_sockets(sockets)
+        url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}/api/addnorm/submissions/01_residual"
+        client, answers = AsyncHTTPClient(), []
+        for _ in range(2):
+            answers.append(await client.fetch(url, method="POST", body=pack_files({"residual.ipynb": NOTEBOOK}),
+                                              headers={"Authorization": "token alices-token"}, raise_error=False))
+        server.stop()
+        return answers
+
+    first, second = asyncio.run(submit_twice())
+    assert first.code == 201, first.body
+    assert second.code == 429 and 29 <= int(second.headers["Retry-After"]) <= 30, (second.code, second.headers)
+    assert re.search(r"submit again in (29|30) s \(at most one every 30 s\)", json.loads(second.body)["message"])
+    assert len(store.submissions("alice")) == 1

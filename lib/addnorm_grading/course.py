@@ -50,6 +50,19 @@ class UploadLimits:
         return size_in_bytes(self.size)
 
 
+@dataclass(frozen=True)
+class LearnerLimits:
+    """What one learner may keep in the HTTP exchange, all their submissions together, and how often they may add
+    one (course.toml's [exchange]): a full disk or a flood of uploads is not one learner's to cause."""
+
+    kept: str            # e.g. "512M": all of one learner's stored submissions together
+    interval: float      # seconds from one of a learner's submissions to their next
+
+    @property
+    def kept_bytes(self) -> int:
+        return size_in_bytes(self.kept)
+
+
 def size_in_bytes(size: str) -> int:
     """'256M' -> 268435456 (suffixes K, M, G; none: bytes)."""
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -59,7 +72,7 @@ def size_in_bytes(size: str) -> int:
 @dataclass(frozen=True)
 class Course:
     """The course: its id, nbgrader's exchange folder, the sandbox and upload limits, the class hub's users, the
-    JupyterHub group of its instructors (the HTTP exchange), its folder."""
+    JupyterHub group of its instructors and what a learner may keep (the HTTP exchange), its folder."""
 
     id: str
     exchange: Path
@@ -68,6 +81,7 @@ class Course:
     instructor: str
     students: tuple[str, ...]
     instructors_group: str
+    learner_limits: LearnerLimits
     root: Path           # the folder course.toml is in: the course folder
 
     @property
@@ -110,14 +124,15 @@ def read_course(path: Path | str | None = None) -> Course:
                               f"{FILE_NAME} beside nbgrader_config.py and solutions/)") from None
     try:
         course, sandbox, uploads, hub = data["course"], data["sandbox"], data["uploads"], data["hub"]
-        instructors_group = data["exchange"]["instructors"]
+        exchange = data["exchange"]
+        learners = LearnerLimits(kept=exchange["kept"], interval=float(exchange["interval"]))
         limits = SandboxLimits(**{f.name: sandbox[f.name] for f in fields(SandboxLimits)})
         return Course(id=course["id"], exchange=Path(course["exchange"]), sandbox=with_environment(limits),
                       uploads=UploadLimits(**{f.name: uploads[f.name] for f in fields(UploadLimits)}),
                       instructor=hub["instructor"], students=tuple(hub["students"]),
-                      instructors_group=instructors_group, root=path.resolve().parent)
+                      instructors_group=exchange["instructors"], learner_limits=learners, root=path.resolve().parent)
     except KeyError as missing:
         raise CourseFileError(f"{path} has no {missing}: it needs [course] id and exchange, [sandbox] "
                          f"{', '.join(f.name for f in fields(SandboxLimits))}, [uploads] files and size, [hub] "
-                         f"instructor and students, and [exchange] instructors"
+                         f"instructor and students, and [exchange] instructors, kept and interval"
                          ) from None

@@ -20,7 +20,9 @@ A submission's time is the service's clock when its upload was complete.
     GET    api/<course>/feedback/<a>/<s>/<timestamp>              its feedback (a tar archive): own or instructors
 
 Refusals are JSON `{"message": …}` with 400 (a bad upload or id), 401 (no valid token), 403 (not yours, not an
-instructor), 404 (nothing there), 409 (released already) or 413 (too large).
+instructor), 404 (nothing there), 409 (released already), 413 (too large, or past what a learner may keep: course.toml's
+`[exchange] kept`) or 429 (sooner than `[exchange] interval` after the learner's last submission; Retry-After says
+when to try again).
 
     python -m addnorm_grading.http_exchange --store DIR [--course-file course.toml] [--port 10102]
 """
@@ -38,13 +40,16 @@ import os
 import signal
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from jupyterhub.services.auth import HubAuth
 from tornado import ioloop, web
 
 from addnorm_grading.course import read_course
 from addnorm_grading.http_exchange.store import Refused, Store, Submission, pack, pack_files
+
+if TYPE_CHECKING:
+    from jupyterhub.services.auth import HubAuth   # in the hub's environment, not the course's .venv
 
 log = logging.getLogger("addnorm.exchange")
 SLACK = 1 << 20          # tar headers and padding on top of the course's size limit, in bytes
@@ -69,9 +74,9 @@ def unless_refused(method):
 class ApiError(web.HTTPError):
     """A refusal with a message for whoever asked."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, retry_after: float | None = None):
         super().__init__(status, reason=None)
-        self.message = message
+        self.message, self.retry_after = message, retry_after
 
 
 @web.stream_request_body
@@ -137,12 +142,14 @@ class ExchangeHandler(web.RequestHandler):
     def write_error(self, status_code: int, **kwargs):
         error = kwargs.get("exc_info", (None, None))[1]
         message = error.message if isinstance(error, ApiError) else self._reason
+        if isinstance(error, ApiError) and error.retry_after is not None:      # when a learner may submit again
+            self.set_header("Retry-After", str(max(1, round(error.retry_after))))
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"message": message}))
 
-    def refused(self, error: Refused, status: int = 400):
+    def refused(self, error: Refused, status: int | None = None):
         log.warning("%s refused for %s: %s", self.request.path, getattr(self, "caller", "?"), error)
-        raise ApiError(status, str(error))
+        raise ApiError(status or error.status, str(error), error.retry_after)
 
 
 @web.stream_request_body
@@ -316,7 +323,10 @@ class FeedbackHandler(UploadHandler):
 
 def make_app(store: Store, instructors: str, prefix: str, hub_auth: HubAuth | None = None) -> web.Application:
     """The service's tornado application, its routes under `prefix` (the hub's /services/<name>/)."""
-    settings = {"store": store, "hub_auth": hub_auth or HubAuth(cache_max_age=TOKEN_CACHE), "instructors": instructors}
+    if hub_auth is None:
+        from jupyterhub.services.auth import HubAuth      # the hub's environment has it (the handlers need only this)
+        hub_auth = HubAuth(cache_max_age=TOKEN_CACHE)
+    settings = {"store": store, "hub_auth": hub_auth, "instructors": instructors}
     part = r"([^/]+)"
     api = prefix.rstrip("/") + "/api/" + part
     return web.Application([
@@ -338,7 +348,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     course = read_course(args.course_file)
-    store = Store(args.store, course.id, course.uploads)
+    store = Store(args.store, course.id, course.uploads, course.learner_limits)
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
     if not args.url:
         parser.error("where to listen: --url http://127.0.0.1:10102, or JUPYTERHUB_SERVICE_URL from the hub")

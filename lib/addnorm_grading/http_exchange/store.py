@@ -20,6 +20,7 @@ import io
 import os
 import shutil
 import tarfile
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import IO
 from nbgrader.exchange.abc import ExchangeReleaseFeedback
 from traitlets import Unicode
 
-from addnorm_grading.course import UploadLimits
+from addnorm_grading.course import LearnerLimits, UploadLimits
 from addnorm_grading.receipts import NBGRADER_FORMAT, nbgrader_time
 from addnorm_grading.uploads import archive_members, problem
 
@@ -36,7 +37,12 @@ NAME_RULE = "letters, digits, '_', '-', '.' and '@' (hub names may be e-mail add
 
 
 class Refused(Exception):
-    """A request the store does not carry out; the message says why, for the learner or instructor."""
+    """A request the store does not carry out; the message says why, for the learner or instructor, and `status`
+    the HTTP status the service answers with."""
+
+    def __init__(self, message: str, status: int = 400, retry_after: float | None = None):
+        super().__init__(message)
+        self.status, self.retry_after = status, retry_after
 
 
 def check_name(kind: str, name: str) -> str:
@@ -109,6 +115,11 @@ def pack_files(files: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
+def folder_size(folder: Path) -> int:
+    """The bytes of the regular files in a folder of the store (none of them is a link: the store wrote them)."""
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
 def files_in(folder: Path) -> list[str]:
     """The regular files under folder, as relative paths (links are never followed or listed)."""
     found = []
@@ -123,9 +134,10 @@ def files_in(folder: Path) -> list[str]:
 class Store:
     """One course's exchange files under `root` (made 0700: the service's user alone reads them)."""
 
-    def __init__(self, root: Path, course: str, limits: UploadLimits):
+    def __init__(self, root: Path, course: str, limits: UploadLimits, learner_limits: LearnerLimits | None = None):
         self.course = check_name("course", course)
-        self.limits = limits
+        self.limits, self.learner_limits = limits, learner_limits
+        self.storing = threading.Lock()      # one learner's two uploads at once: the limits hold for both
         self.base = Path(root) / course
         for part in ("outbound", "inbound", "feedback", ".incoming"):
             (self.base / part).mkdir(parents=True, exist_ok=True)
@@ -185,15 +197,40 @@ class Store:
         if (staging / "timestamp.txt").is_dir():
             shutil.rmtree(staging)
             raise Refused("not stored: timestamp.txt is a folder; the exchange writes that file itself")
-        submission = Submission(student, assignment, nbgrader_time(received))
-        place = self.base / "inbound" / submission.folder_name
-        while place.exists():                              # two uploads within a microsecond: the later one is later
-            received += datetime.timedelta(microseconds=1)
+        with self.storing:
+            try:
+                self._within_learner_limits(student, received, folder_size(staging))
+            except Refused:
+                shutil.rmtree(staging)
+                raise
             submission = Submission(student, assignment, nbgrader_time(received))
             place = self.base / "inbound" / submission.folder_name
-        (staging / "timestamp.txt").write_text(submission.timestamp)   # the receipt, whatever the archive held
-        staging.rename(place)
+            while place.exists():                          # two uploads within a microsecond: the later one is later
+                received += datetime.timedelta(microseconds=1)
+                submission = Submission(student, assignment, nbgrader_time(received))
+                place = self.base / "inbound" / submission.folder_name
+            (staging / "timestamp.txt").write_text(submission.timestamp)   # the receipt, whatever the archive held
+            staging.rename(place)
         return submission
+
+    def _within_learner_limits(self, student: str, received: datetime.datetime, size: int) -> None:
+        """Refuse a submission that comes sooner than `interval` after the learner's last one (429, with when to
+        try again), or that takes what they keep past `kept` (413)."""
+        if self.learner_limits is None:
+            return
+        theirs = self.submissions(student)
+        if theirs:
+            last = max(datetime.datetime.strptime(s.timestamp, NBGRADER_FORMAT) for s in theirs)
+            wait = self.learner_limits.interval - (received - last).total_seconds()
+            if wait > 0:
+                raise Refused(f"not stored: your last submission was received {(received - last).total_seconds():.0f}"
+                              f" s ago; submit again in {wait:.0f} s (at most one every "
+                              f"{self.learner_limits.interval:g} s)", status=429, retry_after=wait)
+        kept = sum(folder_size(self.base / "inbound" / s.folder_name) for s in theirs)
+        if kept + size > self.learner_limits.kept_bytes:
+            raise Refused(f"not stored: your {len(theirs)} submissions kept here hold {kept / 2**20:.1f} MiB, and this "
+                          f"one ({size / 2**20:.1f} MiB) would take them past the {self.learner_limits.kept} each "
+                          f"learner may keep; ask the instructor to remove old ones", status=413)
 
     def release_feedback(self, submission: Submission, upload: IO[bytes]) -> list[str]:
         """Keep the feedback of one submission (HTML files named after its notebooks)."""
