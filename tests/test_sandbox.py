@@ -808,6 +808,21 @@ def test_the_missing_pieces_are_named(monkeypatch):
     assert "bubblewrap" in reason and "make sandbox" in reason and "ADDNORM_UNSAFE_GRADING=1" in reason
 
 
+@pytest.mark.skipif(not sandbox.is_root(), reason="masking a part of /proc in a mount namespace needs root")
+def test_a_proc_masked_as_containers_mask_it_is_named_before_any_kernel_dies():
+    """In a container /proc has parts masked (Docker and Kubernetes bind /dev/null over /proc/kcore and others): the
+    sandbox's own /proc cannot be mounted and every kernel would die. sandbox.missing() says so, and how to unmask."""
+    user = read_course(ROOT / "course.toml").sandbox.user
+    masked = subprocess.run(["unshare", "--mount", "--propagation=private", "sh", "-c",
+                             'for f in /proc/keys /proc/timer_list /proc/kcore; do [ -e "$f" ] && mount --bind /dev/null "$f" && '
+                             'exec "$@"; done; echo "no /proc file to mask"; exit 1', "sh", sys.executable, "-c",
+                             f"from addnorm_grading import sandbox; print(sandbox.missing({user!r}))"],
+                            capture_output=True, text=True, timeout=120)
+    assert "cannot mount a /proc" in masked.stdout and "procMount: Unmasked" in masked.stdout, masked
+    assert "ADDNORM_UNSAFE_GRADING=1" in masked.stdout
+    assert sandbox.missing(user) is None                      # unmasked, as here: nothing is missing
+
+
 def test_a_course_folder_without_course_toml_stops_nbgrader_and_says_why(graded, tmp_path):
     """Without course.toml nbgrader must not fall back to its own defaults (grading outside the sandbox): it stops."""
     course = copy_of_course(graded, tmp_path / "course", names=("nbgrader_config.py", "gradebook.db", "solutions"))

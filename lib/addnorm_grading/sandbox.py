@@ -127,6 +127,13 @@ def missing(user: str) -> str | None:
         return ("bubblewrap cannot create namespaces here (unprivileged user namespaces are disabled: "
                 f"{probe.stderr.strip()}; enable them with `sysctl kernel.unprivileged_userns_clone=1`). "
                 + UNSAFE_HINT)
+    with_proc = subprocess.run(_user_prefix(user) + ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc",
+                                                     "/proc", "--dev", "/dev", "true"], capture_output=True, text=True)
+    if with_proc.returncode != 0:       # a kernel's sandbox mounts a /proc of its own: every kernel would die
+        return ("bubblewrap cannot mount a /proc for the kernel's own PID namespace here "
+                f"({with_proc.stderr.strip()}): in a container, the runtime masks parts of /proc (on Kubernetes, "
+                "run the grading pod with securityContext.procMount: Unmasked and hostUsers: false; with Docker or "
+                "podman, --security-opt unmask=/proc/*). " + UNSAFE_HINT)
     return None
 
 
