@@ -109,18 +109,26 @@ def require_root(what: str) -> None:
 # --------------------------------------------------------------------------- up
 
 
-def source_digest() -> str:
-    """A hash of what the shared environment is built from: pyproject.toml and the packages' files."""
-    digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes())
+def dependencies_digest() -> str:
+    """A hash of what the shared environment's dependencies are read from: pyproject.toml."""
+    return hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
+
+
+def library_digest() -> str:
+    """A hash of the packages' files."""
+    digest = hashlib.sha256()
     for path in sorted(p for p in (REPO / "lib").rglob("*") if p.suffix in {".py", ".json"}):
         digest.update(path.relative_to(REPO).as_posix().encode() + path.read_bytes())
     return digest.hexdigest()
 
 
 def ensure_environment() -> None:
-    """Build the shared venv (course + hub extras, the library installed as a copy) unless it is up to date."""
-    stamp = VENV / ".addnorm-installed"
-    if stamp.is_file() and stamp.read_text() == source_digest():
+    """Build the shared venv (course + hub extras, the library installed as a copy) unless it is up to date: the
+    dependencies again only when pyproject.toml changed (minutes), else only the library (seconds)."""
+    stamp = VENV / ".addnorm-installed"          # "<dependencies digest> <library digest>"
+    wanted = [dependencies_digest(), library_digest()]
+    built = stamp.read_text().split() if stamp.is_file() else []
+    if built == wanted:
         return
     say(f"building the shared Python environment in {VENV} (a few minutes the first time)")
     HUB_HOME.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -131,9 +139,10 @@ def ensure_environment() -> None:
         shutil.copy(REPO / "README.md", tmp)
         shutil.copytree(REPO / "lib", Path(tmp) / "lib", ignore=shutil.ignore_patterns(*NOT_COURSE))
         pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-        run([*pip, f"{tmp}[course,hub]"])
+        if built[:1] != wanted[:1]:
+            run([*pip, f"{tmp}[course,hub]"])
         run([*pip, "--no-deps", "--force-reinstall", tmp])     # the library as it is now, same version or not
-    stamp.write_text(source_digest())
+    stamp.write_text(" ".join(wanted))
 
 
 def ensure_proxy() -> None:
