@@ -1,18 +1,19 @@
 """Grading throughput with 1 and 2 Dask workers, back to back: what a deadline burst costs, per core.
 
-    sudo .venv/bin/python bench/grading_scale.py [--submissions 12] [--workers 1 2]
+    sudo .venv/bin/python bench/grading_scale.py [--submissions 12] [--workers 1 2] [--assignment 01_residual]
 
 A course is made (coursework.make_course) with its gradebook in a PostgreSQL cluster of its own
 (addnorm_grading.postgres, run as `nobody`: PostgreSQL refuses root). For each worker count W the feedback service
 runs with `engine=dask` and a scheduler and W single-threaded workers of its own on loopback (mutual TLS), over a
 store of the HTTP exchange (`identity=exchange`: no Unix user per learner), and is given `--submissions`
-submissions of 01_residual at once (half right, half wrong, each by a student of its own) once its workers are
+submissions of the assignment at once (half right, half wrong, each by a student of its own: 01_residual's wrong one
+has Post-LN and Pre-LN swapped, another assignment's is its released notebook, unwritten) once its workers are
 warm: a worker's first grading also starts its zygote (torch imported once: addnorm_grading.zygote) and imports
 nbgrader, about three times a warm grading, so one submission per worker is graded first and timed apart (the
 cold start). The time is from the burst to the last `graded` line of its ledger, which is what a deadline costs a
 service that has been running. It prints one line per run and, last,
 
-    grading scale: W1 1 worker(s) S1/min, W2 2 worker(s) S2/min; ratio R; P submissions/min per worker
+    grading scale (ASSIGNMENT): W1 1 worker(s) S1/min, W2 2 worker(s) S2/min; ratio R; P submissions/min per worker
 
 The issue's target is a ratio of at least 1.7 on a machine with two free cores. Nothing of this is in `make test`.
 With ADDNORM_SCALE_LOG=<path> each run's service output is kept in <path>.w<W>.
@@ -36,20 +37,20 @@ from addnorm_grading import coursework, submissions
 from addnorm_grading.feedback_service.ledger import Ledger
 from addnorm_grading.postgres import Cluster, server_programs
 
-ASSIGNMENT = "01_residual"
+ROOT = Path(__file__).resolve().parent.parent
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"
 
 
-def burst(store: Path, run: str, count: int, answers: dict[str, str]) -> None:
+def burst(store: Path, run: str, count: int, answers: dict[str, str], assignment: str, notebook: str) -> None:
     """`count` submissions as the HTTP exchange stores them, each by a student of its own (named after `run`), all
     at once."""
     inbound = store / "addnorm" / "inbound"
     inbound.mkdir(parents=True, exist_ok=True)
     for number in range(count):
         when = datetime.datetime.now(datetime.timezone.utc).strftime(TIME_FORMAT)
-        folder = inbound / f"{run}-s{number:03d}+{ASSIGNMENT}+{when}"
+        folder = inbound / f"{run}-s{number:03d}+{assignment}+{when}"
         folder.mkdir()
-        (folder / "residual.ipynb").write_text(answers["right" if number % 2 == 0 else "wrong"])
+        (folder / f"{notebook}.ipynb").write_text(answers["right" if number % 2 == 0 else "wrong"])
         (folder / "timestamp.txt").write_text(when)
 
 
@@ -72,10 +73,10 @@ def wait_for_line(process: subprocess.Popen, words: str, said: list[str], timeou
 
 
 def graded_burst(store: Path, run: str, count: int, answers: dict[str, str], ledger: Ledger,
-                 service: subprocess.Popen, said: list[str]) -> float:
+                 service: subprocess.Popen, said: list[str], assignment: str, notebook: str) -> float:
     """Seconds from a burst of `count` submissions to the ledger's last final line for them (all must be graded)."""
     start = time.monotonic()
-    burst(store, run, count, answers)
+    burst(store, run, count, answers, assignment, notebook)
     while True:
         finals = [e for e in ledger.entries()
                   if e.submission.startswith(run + "-") and e.outcome in ("graded", "failed", "not graded")]
@@ -91,7 +92,8 @@ def graded_burst(store: Path, run: str, count: int, answers: dict[str, str], led
     return elapsed
 
 
-def one_run(course: Path, workers: int, count: int, answers: dict[str, str], top: Path) -> float:
+def one_run(course: Path, workers: int, count: int, answers: dict[str, str], top: Path, assignment: str,
+            notebook: str) -> float:
     """Grade a burst of `count` with `workers` warm workers; return submissions per minute."""
     run = f"w{workers}"
     store, state = top / f"store-{run}", top / f"state-{run}"
@@ -105,8 +107,8 @@ def one_run(course: Path, workers: int, count: int, answers: dict[str, str], top
     try:
         wait_for_line(service, "grading on Dask workers", said)
         ledger = Ledger(state / "ledger")
-        cold = graded_burst(store, f"{run}warm", workers, answers, ledger, service, said)
-        elapsed = graded_burst(store, run, count, answers, ledger, service, said)
+        cold = graded_burst(store, f"{run}warm", workers, answers, ledger, service, said, assignment, notebook)
+        elapsed = graded_burst(store, run, count, answers, ledger, service, said, assignment, notebook)
     finally:
         service.send_signal(signal.SIGTERM)
         service.wait(timeout=120)
@@ -122,6 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--submissions", type=int, default=12)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--assignment", default="01_residual")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the sandboxed kernels drop to the course's grader user, and PostgreSQL runs as nobody")
@@ -134,16 +137,21 @@ def main() -> None:
         course = coursework.make_course(top / "course")
         with open(course / "nbgrader_config.py", "a") as config:
             config.write(f"\nc.CourseDirectory.db_url = {cluster.url()!r}\n")
-        coursework.run_nbgrader(["generate_assignment", ASSIGNMENT, "--force"], course)    # into PostgreSQL
-        right = submissions.solution_text(ASSIGNMENT, course / "solutions")
-        answers = {"right": right, "wrong": right.replace("if self.norm_first:", "if not self.norm_first:")}
-        rates = {workers: one_run(course, workers, args.submissions, answers, top) for workers in args.workers}
+        assignment = args.assignment
+        coursework.run_nbgrader(["generate_assignment", assignment, "--force"], course)    # into PostgreSQL
+        (released,) = (ROOT / "exercises" / assignment).glob("*.ipynb")
+        right = submissions.solution_text(assignment, course / "solutions")
+        wrong = right.replace("if self.norm_first:", "if not self.norm_first:") if assignment == "01_residual" \
+            else released.read_text()
+        answers = {"right": right, "wrong": wrong}
+        rates = {workers: one_run(course, workers, args.submissions, answers, top, assignment, released.stem)
+                 for workers in args.workers}
     finally:
         cluster.stop()
         shutil.rmtree(top, ignore_errors=True)
     parts = [f"{w} worker(s) {rate:.1f}/min" for w, rate in rates.items()]
     first, last = args.workers[0], args.workers[-1]
-    print(f"grading scale: {', '.join(parts)}; ratio {rates[last] / rates[first]:.2f}; "
+    print(f"grading scale ({args.assignment}): {', '.join(parts)}; ratio {rates[last] / rates[first]:.2f}; "
           f"{rates[first] / first:.1f} submissions/min per worker")
 
 
