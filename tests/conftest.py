@@ -3,7 +3,7 @@ and which tests share a pytest-xdist worker.
 
 `make test` runs on two pytest-xdist workers (pyproject.toml: `-n 2 --dist loadgroup`). Each test module is a group
 of its own, run whole on one worker (its module-scoped fixtures made once), except the modules that share something
-only one of them may use at a time: those are one group (SHARED_WORKER). `-n 0` runs everything in one
+only one of them may use at a time: those are one group (SHARED_WORKER). `-p no:xdist` runs everything in one
 process.
 """
 
