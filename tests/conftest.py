@@ -1,11 +1,4 @@
-"""Shared fixtures: the repository root, the book built once per test session, and the browser pytest-playwright launches;
-and which tests share a pytest-xdist worker.
-
-`make test` runs on two pytest-xdist workers (pyproject.toml: `-n 2 --dist loadgroup`). Each test module is a group
-of its own, run whole on one worker (its module-scoped fixtures made once), except the modules that share something
-only one of them may use at a time: those are one group (SHARED_WORKER). `-p no:xdist` runs everything in one
-process.
-"""
+"""Shared fixtures: the repository root, the book built once per test session, and the browser pytest-playwright launches."""
 
 from __future__ import annotations
 
@@ -15,12 +8,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_WORKER = {
-    # the book built once into _build/ (the session's `built_book`)
-    "test_book": "the book", "test_site": "the book",
-    # the course hub and its Unix users, /opt/addnorm-hub, port 8000; the HTTP exchange's hub and its shared user
-    "test_hub": "the hubs", "test_class_load": "the hubs", "test_http_exchange": "the hubs",
-}
 CHROMIUM = Path("/usr/bin/chromium")    # Debian's; Playwright's own browser download does not work offline
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -50,11 +37,3 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
         pytest.fail(f"{CHROMIUM} is missing: the browser tests need Debian's Chromium. Install it with `make browser` "
                     "(or `apt-get install -y chromium`); `playwright install` downloads a browser and fails offline.")
     return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "args": CHROMIUM_ARGS}
-
-
-@pytest.hookimpl(tryfirst=True)              # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test into its xdist group: its module's, or the one its module shares (SHARED_WORKER)."""
-    for item in items:
-        module = item.path.stem
-        item.add_marker(pytest.mark.xdist_group(SHARED_WORKER.get(module, module)))
