@@ -23,6 +23,8 @@ from pathlib import Path
 
 import nbformat
 
+from addnorm_grading.parsing import parse
+
 HELPERS_CELL = "test_helpers"
 BLOCK = re.compile(r"^# \[shared helpers: (?P<names>[\w, ]+)\]\n(?P<body>.*?)^# \[end of shared helpers\]$",
                    re.MULTILINE | re.DOTALL)
@@ -32,7 +34,7 @@ HIDDEN_SOURCE = "_helpers.py"          # checks/_helpers.py: the helpers only hi
 
 
 def _definitions(text: str) -> dict[str, str]:
-    return {node.name: ast.get_source_segment(text, node) for node in ast.parse(text).body
+    return {node.name: ast.get_source_segment(text, node) for node in parse(text).body
             if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from addnorm_grading import observation, secret
 from addnorm_grading.observation import ObservationError
+from addnorm_grading.parsing import parse
 from addnorm_grading.quoting import evaluate, opaque, quoted_strings, redact, run_call, strings_in
 from addnorm_grading.sections import Sections, assigned_names
 from addnorm_grading.verdicts import GRADER_FAILURES, STILL_TO_WRITE
@@ -203,7 +204,7 @@ def _kernel_code(inputs: dict, observing: str, names: list[str], resume_at: int)
 def _strings(code: str) -> set[str]:
     """Every string literal of a piece of the course's code (its messages, as the instructor wrote them)."""
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
     except SyntaxError:
         return set()
     return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}

@@ -8,12 +8,13 @@ import ast
 import re
 
 from addnorm_grading.observation import OBJECT
+from addnorm_grading.parsing import parse
 
 
 def run_call(lines: list[str], at: int) -> tuple[ast.expr, ast.expr | None] | None:
     """The (what, hint) argument nodes of the `_run(...)` call in the statement at line `at`, if it has one."""
     try:
-        tree = ast.parse("\n".join(lines))
+        tree = parse("\n".join(lines))
     except SyntaxError:
         return None
     for node in ast.walk(tree):

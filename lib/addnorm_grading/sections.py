@@ -7,6 +7,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from addnorm_grading.parsing import parse
+
 SECTION = re.compile(r"^# \[(inputs|observe|diagnose|check)\]")
 KINDS = ("inputs", "observe", "diagnose", "check")          # diagnose: a hidden test's checks that speak first
 
@@ -53,5 +55,5 @@ def assigned_names(source: str) -> list[str]:
         visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda = skip
         visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = skip
 
-    Visitor().visit(ast.parse(source))
+    Visitor().visit(parse(source))
     return names

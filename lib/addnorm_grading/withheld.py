@@ -28,6 +28,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from addnorm_grading.parsing import parse
+
 PACKAGE = "addnorm"
 _built: dict[frozenset, Path] = {}
 
@@ -36,7 +38,7 @@ def withheld_calls(code: str) -> list[tuple[str, str]]:
     """Every `_withhold([addnorm.X.y, ...], message)` call in `code`, as (dotted name, message) pairs; names outside
     addnorm (torch's) are left out. Code that does not parse has none."""
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
     except SyntaxError:
         return []
     found = []
@@ -98,7 +100,7 @@ def _definition(tree: ast.Module, qualname: str) -> ast.FunctionDef:
 def _withheld_source(source: str, withholds: list[tuple[str, str]]) -> str:
     """A module's source with the bodies of the named (qualname, message) functions replaced by a raise."""
     lines = source.splitlines(keepends=True)
-    tree = ast.parse(source)
+    tree = parse(source)
     bodies = []
     for qualname, message in withholds:
         node = _definition(tree, qualname)
