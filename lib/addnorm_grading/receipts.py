@@ -50,6 +50,11 @@ def nbgrader_time(when: datetime.datetime) -> str:
     return when.strftime(NBGRADER_FORMAT)
 
 
+def parse_nbgrader_time(text: str) -> datetime.datetime:
+    """A time as nbgrader writes it, read back (naive UTC); ValueError when `text` is not one."""
+    return datetime.datetime.strptime(text, NBGRADER_FORMAT)
+
+
 def write_receipt(collected: Path, when: datetime.datetime) -> None:
     """Replace the student's timestamp.txt in a collected submission by its receipt time."""
     (collected / "timestamp.txt").write_text(nbgrader_time(when))

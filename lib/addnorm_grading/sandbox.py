@@ -121,20 +121,24 @@ def missing(user: str) -> str | None:
             ensure_grader_user(user)
         except (OSError, subprocess.CalledProcessError) as error:
             return f"cannot create the unprivileged user {user} for grading kernels ({error}). " + UNSAFE_HINT
-    probe = subprocess.run(_user_prefix(user) + ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
+    as_a_kernel = _bwrap_true(user, "--proc", "/proc", "--dev", "/dev")      # the mounts a kernel's sandbox makes
+    if as_a_kernel.returncode == 0:
+        return None
+    plain = _bwrap_true(user)                                                 # only then: which part failed
+    if plain.returncode != 0:
         return ("bubblewrap cannot create namespaces here (unprivileged user namespaces are disabled: "
-                f"{probe.stderr.strip()}; enable them with `sysctl kernel.unprivileged_userns_clone=1`). "
+                f"{plain.stderr.strip()}; enable them with `sysctl kernel.unprivileged_userns_clone=1`). "
                 + UNSAFE_HINT)
-    with_proc = subprocess.run(_user_prefix(user) + ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc",
-                                                     "/proc", "--dev", "/dev", "true"], capture_output=True, text=True)
-    if with_proc.returncode != 0:       # a kernel's sandbox mounts a /proc of its own: every kernel would die
-        return ("bubblewrap cannot mount a /proc for the kernel's own PID namespace here "
-                f"({with_proc.stderr.strip()}): in a container, the runtime masks parts of /proc (on Kubernetes, "
-                "run the grading pod with securityContext.procMount: Unmasked and hostUsers: false; with Docker or "
-                "podman, --security-opt unmask=/proc/*). " + UNSAFE_HINT)
-    return None
+    return ("bubblewrap cannot mount a /proc for the kernel's own PID namespace here "        # every kernel would die
+            f"({as_a_kernel.stderr.strip()}): in a container, the runtime masks parts of /proc (on Kubernetes, "
+            "run the grading pod with securityContext.procMount: Unmasked and hostUsers: false; with Docker or "
+            "podman, --security-opt unmask=/proc/*). " + UNSAFE_HINT)
+
+
+def _bwrap_true(user: str, *mounts: str) -> subprocess.CompletedProcess:
+    """`true` in bubblewrap's new namespaces, the root file system read-only, with `mounts` added, as `user`."""
+    return subprocess.run(_user_prefix(user) + ["bwrap", "--unshare-all", "--ro-bind", "/", "/", *mounts, "true"],
+                          capture_output=True, text=True)
 
 
 def _user_prefix(user: str) -> list[str]:

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from addnorm_grading.receipts import NBGRADER_FORMAT
+from addnorm_grading.receipts import nbgrader_time, parse_nbgrader_time
 
 RECEIVED = "received"
 NOT_GRADED = "not graded"
@@ -66,12 +66,12 @@ class Ledger:
 
     def first_seen(self) -> dict[str, datetime.datetime]:
         """When the service first saw each submission (its `received` line), naive UTC."""
-        return {e.submission: datetime.datetime.strptime(e.detail, NBGRADER_FORMAT)
+        return {e.submission: parse_nbgrader_time(e.detail)
                 for e in self.entries() if e.outcome == RECEIVED}
 
     def receive(self, submission: str, when: datetime.datetime) -> datetime.datetime:
         """Record that the service received `submission` at `when` (naive UTC), and return it."""
-        self.record(submission, RECEIVED, when.strftime(NBGRADER_FORMAT))
+        self.record(submission, RECEIVED, nbgrader_time(when))
         return when
 
     def finished(self) -> set[str]:

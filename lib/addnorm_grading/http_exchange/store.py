@@ -30,7 +30,7 @@ from nbgrader.exchange.abc import ExchangeReleaseFeedback
 from traitlets import Unicode
 
 from addnorm_grading.course import LearnerLimits, UploadLimits
-from addnorm_grading.receipts import NBGRADER_FORMAT, nbgrader_time
+from addnorm_grading.receipts import nbgrader_time, parse_nbgrader_time
 from addnorm_grading.uploads import archive_members, problem
 
 NAME_RULE = "letters, digits, '_', '-', '.' and '@' (hub names may be e-mail addresses), not starting with '.'"
@@ -55,7 +55,7 @@ def check_name(kind: str, name: str) -> str:
 def is_receipt(timestamp: str) -> bool:
     """Whether `timestamp` is a time as the exchange writes it (nbgrader's format): nothing else names a folder."""
     try:
-        return len(timestamp) < 40 and nbgrader_time(datetime.datetime.strptime(timestamp, NBGRADER_FORMAT)) == timestamp
+        return len(timestamp) < 40 and nbgrader_time(parse_nbgrader_time(timestamp)) == timestamp
     except ValueError:
         return False
 
@@ -115,11 +115,6 @@ def pack_files(files: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def folder_size(folder: Path) -> int:
-    """The bytes of the regular files in a folder of the store (none of them is a link: the store wrote them)."""
-    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
-
-
 def files_in(folder: Path) -> list[str]:
     """The regular files under folder, as relative paths (links are never followed or listed)."""
     found = []
@@ -129,6 +124,11 @@ def files_in(folder: Path) -> list[str]:
             if path.is_file() and not path.is_symlink():
                 found.append(str(path.relative_to(folder)))
     return sorted(found)
+
+
+def folder_size(folder: Path) -> int:
+    """The bytes of the regular files under folder (the files `files_in` lists)."""
+    return sum((folder / path).stat().st_size for path in files_in(folder))
 
 
 class Store:
@@ -220,7 +220,7 @@ class Store:
             return
         theirs = self.submissions(student)
         if theirs:
-            last = max(datetime.datetime.strptime(s.timestamp, NBGRADER_FORMAT) for s in theirs)
+            last = max(parse_nbgrader_time(s.timestamp) for s in theirs)
             wait = self.learner_limits.interval - (received - last).total_seconds()
             if wait > 0:
                 raise Refused(f"not stored: your last submission was received {(received - last).total_seconds():.0f}"
