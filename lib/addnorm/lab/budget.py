@@ -134,3 +134,24 @@ def budget_rows(budget: Sweep, lr_name=lambda lr: f"{lr:g}") -> tuple[list[str],
             row.append("; ".join(f"{name} at {', '.join(at)}" for name, at in by_verdict.items()))
         rows.append(row)
     return ["", *[f"after {s:,} steps" for s in steps]], rows
+
+
+def seeds_with(budget: Sweep, variant: str, depth: int, lr: float, steps: int, name: str = "trains") -> list[int]:
+    """The seeds of the study whose run of (variant, depth, lr) has the verdict `name` after `steps` steps (one of
+    the file's checkpoints)."""
+    found, at = verdicts(budget), list(budget.meta["settings"]["checkpoints"]).index(steps)
+    return [s for (v, d, l, s), names in sorted(found.items()) if (v, d, l) == (variant, depth, float(lr))
+            and names[at] == name]
+
+
+def lrs_with(budget: Sweep, variant: str, depth: int, steps: int, name: str = "trains",
+             every_seed: bool = True) -> list[float]:
+    """The learning rates, in increasing order, at which (variant, depth) has the verdict `name` after `steps` steps:
+    on every seed of the study (every_seed=True, what a chapter's "trains at" means), or on at least one."""
+    runs = {(lr, s) for v, d, lr, s in verdicts(budget) if (v, d) == (variant, depth)}
+    chosen = []
+    for lr in sorted({lr for lr, _ in runs}):
+        having = seeds_with(budget, variant, depth, lr, steps, name)
+        if having and (not every_seed or len(having) == sum(1 for l, _ in runs if l == lr)):
+            chosen.append(lr)
+    return chosen

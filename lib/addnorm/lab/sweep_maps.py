@@ -146,3 +146,18 @@ def rerun_against_file(sweep: Sweep, cells: list[tuple[str, int, float, int]], t
             "and commit it.")
     print(f"compared with the file ({meta['torch']} on {meta['cpu']!r}; now {torch.__version__} on "
           f"{cpu_model()!r}): the same verdict and the accuracy within {tolerance:g}")
+
+
+def lr_name(lr: float) -> str:
+    """A learning rate as the chapters write it: 1e-3 → '10⁻³', 3e-4 → '3·10⁻⁴'."""
+    mantissa, exponent = f"{lr:.0e}".split("e")
+    power = "10" + str(int(exponent)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return power if mantissa == "1" else f"{mantissa}·{power}"
+
+
+def lrs_name(lrs: list[float], conjunction: str = "and") -> str:
+    """Learning rates as a list in prose: '10⁻³', '10⁻³ and 3·10⁻³', '3·10⁻⁴, 10⁻³ and 3·10⁻³' ('—' for none)."""
+    names = [lr_name(lr) for lr in lrs]
+    if not names:
+        return "—"
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {conjunction} {names[-1]}"
