@@ -11,10 +11,13 @@ nbgrader calls `alembic` from there.
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from addnorm_grading import secret
@@ -23,6 +26,7 @@ from addnorm_grading.course import FILE_NAME, find_course_file, read_course
 CONFIG = "nbgrader_config.py"
 SOURCE = "solutions"                # nbgrader's source folder in this course (CourseDirectory.source_directory)
 CHECKS = "checks"                   # the hidden checks, beside it (addnorm_grading.judge)
+NOT_COPIED = (".ipynb_checkpoints", "__pycache__", secret.FILE)     # into a course made from these files
 
 
 def course_root(start: Path | None = None) -> Path:
@@ -63,18 +67,47 @@ def make_course(course: Path, origin: Path | None = None, source: Path | None = 
     The course gets a secret of its own (`addnorm_grading.secret`), never origin's.
 
     Afterwards course/exercises/<id>/ holds the learner versions and course/gradebook.db knows every assignment,
-    ready for `nbgrader autograde`. Returns `course`.
+    ready for `nbgrader autograde`. Returns `course`. The generating is done once per process for the same files
+    (`_generated`); each course is a copy of it, with a secret made for it alone.
     """
     origin = origin or course_root()
-    course.mkdir(parents=True, exist_ok=True)
-    for name in (CONFIG, FILE_NAME):
-        shutil.copy(origin / name, course / name)
-    for folder, copy_from in ((SOURCE, source or origin / SOURCE), (CHECKS, origin / CHECKS)):
-        shutil.copytree(copy_from, course / folder, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", secret.FILE))
+    shutil.copytree(_generated(origin, source or origin / SOURCE), course, dirs_exist_ok=True)
     secret.make(course / CHECKS, replace=True)
-    run_nbgrader(["generate_assignment", "*", "--force"], course)     # every assignment, in one process
     return course
+
+
+_GENERATED: dict[str, Path] = {}    # digest of a course's files -> that course generated, for this process
+
+
+def _generated(origin: Path, source: Path) -> Path:
+    """A course folder with these files, every assignment generated and no secret: made on first use, kept (and
+    removed when the process ends). Generating takes nbgrader seconds; a test session makes many courses."""
+    inputs = [(CONFIG, origin / CONFIG), (FILE_NAME, origin / FILE_NAME), (SOURCE, source), (CHECKS, origin / CHECKS)]
+    key = _digest(inputs)
+    if key not in _GENERATED:
+        course = Path(tempfile.mkdtemp(prefix="addnorm-generated-")) / "course"
+        atexit.register(shutil.rmtree, course.parent, ignore_errors=True)
+        course.mkdir()
+        for name, path in inputs:
+            if path.is_dir():
+                shutil.copytree(path, course / name, ignore=shutil.ignore_patterns(*NOT_COPIED))
+            else:
+                shutil.copy(path, course / name)
+        run_nbgrader(["generate_assignment", "*", "--force"], course)     # every assignment, in one process
+        _GENERATED[key] = course
+    return _GENERATED[key]
+
+
+def _digest(inputs: list[tuple[str, Path]]) -> str:
+    """A hash of the names and contents of these files and folders (what `_generated` copies)."""
+    digest = hashlib.sha256()
+    for name, path in inputs:
+        files = [path] if path.is_file() else sorted(
+            p for p in path.rglob("*") if p.is_file() and not set(p.relative_to(path).parts) & set(NOT_COPIED))
+        for file in files:
+            digest.update(f"{name}/{file.relative_to(path) if file != path else ''}\0".encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()
 
 
 def submit(course: Path, student: str, assignment: str, notebooks: dict[str, str | bytes]) -> Path:
