@@ -155,9 +155,7 @@ def lr_name(lr: float) -> str:
     return power if mantissa == "1" else f"{mantissa}·{power}"
 
 
-def lrs_name(lrs: list[float], conjunction: str = "and") -> str:
-    """Learning rates as a list in prose: '10⁻³', '10⁻³ and 3·10⁻³', '3·10⁻⁴, 10⁻³ and 3·10⁻³' ('—' for none)."""
-    names = [lr_name(lr) for lr in lrs]
-    if not names:
-        return "—"
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {conjunction} {names[-1]}"
+def lrs_name(lrs: list[float]) -> str:
+    """Learning rates as a list to glue into prose of any edition: '10⁻³', '10⁻³, 3·10⁻³' ('—' for none); no word
+    of one language, so the same value reads in the English and the Chinese text."""
+    return ", ".join(lr_name(lr) for lr in lrs) if lrs else "—"
