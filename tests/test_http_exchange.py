@@ -35,7 +35,7 @@ import pytest
 import requests
 from nbgrader.api import Gradebook
 
-from addnorm_grading import coursework, submissions
+from addnorm_grading import cgroups, coursework, submissions
 from addnorm_grading.feedback_service.ledger import Ledger
 from addnorm_grading.postgres import free_port
 
@@ -54,6 +54,7 @@ ADMIN_TOKEN = "test-admin-" + os.urandom(16).hex()
 SHARED_USER = "addnorm-pod"                 # every learner server's Unix user, as `jovyan` in every pod
 MARKER = "addnorm course hub"               # the comment of users `make hub-down` may remove
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"
+MEMORY_LIMIT, PIDS_LIMIT = "2G", 400         # each learner server's, in a control group of its own
 
 HUB_CONFIG = """\
 c = get_config()  # noqa: F821
@@ -86,6 +87,8 @@ c.JupyterHub.spawner_class = "addnorm_grading.hub_spawner.SharedUserSpawner"
 c.SharedUserSpawner.shared_user = "{shared_user}"
 c.SharedUserSpawner.homes = "{homes}"
 c.SharedUserSpawner.hidden = ["{state}", "{course}"]
+c.SharedUserSpawner.mem_limit = "{memory_limit}"
+c.SharedUserSpawner.pids_limit = {pids_limit}
 c.Spawner.cmd = ["{python_bin}/jupyterhub-singleuser"]
 c.Spawner.environment = {{"PATH": "{python_bin}:/usr/bin:/bin", "ADDNORM_EXCHANGE_URL": "{exchange}"}}
 c.Spawner.start_timeout = 120
@@ -141,7 +144,7 @@ def hub(tmp_path_factory):
     (tmp / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
         **ports, proxy=PROXY, state=state, password=os.urandom(8).hex(), python=PYTHON, course=course,
         admin_token=ADMIN_TOKEN, shared_user=SHARED_USER, homes=tmp / "homes", python_bin=PYTHON.parent,
-        exchange=exchange))
+        exchange=exchange, memory_limit=MEMORY_LIMIT, pids_limit=PIDS_LIMIT))
     log = state / "hub.log"
     env = {**os.environ, "PATH": f"{PYTHON.parent}:{PROXY.parent}:/usr/bin:/bin"}
     with log.open("wb") as out:
@@ -564,6 +567,22 @@ def test_a_learners_server_sees_no_other_server_and_no_other_home(servers):
     for pid in processes:
         environ = (seen / "proc" / pid / "environ").read_bytes()
         assert hub["tokens"]["bob"].encode() not in environ
+
+
+def test_each_learners_server_has_limits_of_its_own(servers):
+    """One Unix user's limits are every server's: each server's processes are in a control group of its own, with
+    its memory and process limits (the kernel's enforcing them: tests/test_cgroups.py)."""
+    hub = servers
+    for user in ("alice", "bob"):
+        [server] = server_pids(hub, user)
+        groups = cgroups.folders(user)
+        for group in groups:
+            members = {int(pid) for pid in (group / "cgroup.procs").read_text().split()}
+            assert server in members, (user, group)
+        limits = {path.name: path.read_text().strip() for group in groups for path in group.iterdir()
+                  if path.name in ("memory.max", "memory.limit_in_bytes", "pids.max")}
+        assert limits.get("memory.max", limits.get("memory.limit_in_bytes")) == str(2 * 2**30), limits
+        assert limits["pids.max"] == str(PIDS_LIMIT), limits
 
 
 def test_a_learners_kernel_listens_on_no_port_another_server_could_reach(servers):

@@ -14,11 +14,15 @@ Two things the servers still share, closed here: the network (loopback, where th
 so their kernels talk over Unix sockets in the learner's own folder (`KernelManager.transport=ipc`), never over a
 TCP port another server could listen to; and the hub's output, which a child would otherwise inherit (and could
 read through /proc/<pid>/fd, or truncate), so each server writes to `.jupyter-server.log` in its own folder.
-Not closed: the servers' memory and process limits are the one user's, shared.
+Unix limits are per user, so each server also gets a control group of its own (addnorm_grading.cgroups), as a pod
+has: `mem_limit` (JupyterHub's own setting, which LocalProcessSpawner does not enforce) and `pids_limit` hold for
+that server alone.
 
     c.JupyterHub.spawner_class = "addnorm_grading.hub_spawner.SharedUserSpawner"
     c.SharedUserSpawner.shared_user = "addnorm-pod"
     c.SharedUserSpawner.homes = "/srv/addnorm-homes"
+    c.SharedUserSpawner.mem_limit = "2G"              # each server's, with everything it starts
+    c.SharedUserSpawner.pids_limit = 512
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ import subprocess
 from pathlib import Path
 
 from jupyterhub.spawner import LocalProcessSpawner
-from traitlets import List, Unicode
+from traitlets import Integer, List, Unicode
+
+from addnorm_grading import cgroups
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9@._-]{1,100}$")
 
@@ -45,6 +51,8 @@ class SharedUserSpawner(LocalProcessSpawner):
         config=True)
     hidden = List(Unicode(), help="Paths every server sees as an empty folder (the hub's state, the course, the "
                                   "exchange's store)").tag(config=True)
+    pids_limit = Integer(512, allow_none=True, help="The most processes and threads a server may have, everything it "
+                                                    "starts included (None: no limit)").tag(config=True)
 
     def account(self) -> pwd.struct_passwd:
         try:
@@ -74,7 +82,14 @@ class SharedUserSpawner(LocalProcessSpawner):
         return env
 
     def make_preexec_fn(self, name):
-        return None                     # bwrap runs as root (it makes the mounts); setpriv drops to the shared user
+        """In the server's first process, before it runs anything: join its control groups. (bwrap runs as root, for
+        the mounts; setpriv then drops to the shared user.)"""
+        groups = self.cgroups
+        return lambda: cgroups.join(groups)
+
+    @property
+    def cgroups(self) -> list[Path]:
+        return cgroups.folders(f"{self.user.name}:{self.name}" if self.name else self.user.name)   # ":" is in no hub name
 
     def wrapper(self) -> list[str]:
         """The bwrap and setpriv words put before the server's command."""
@@ -100,5 +115,10 @@ class SharedUserSpawner(LocalProcessSpawner):
         if not hasattr(self, "server_cmd"):
             self.server_cmd = list(self.cmd)          # the server's own command, as configured
         self.cmd = [*self.wrapper(), *self.server_cmd]
+        cgroups.make(self.cgroups[0].name, self.mem_limit, self.pids_limit)
         self.popen_kwargs = {**self.popen_kwargs, "stdin": subprocess.DEVNULL}
         return await super().start()
+
+    async def stop(self, now=False):
+        await super().stop(now=now)
+        cgroups.remove(self.cgroups)
