@@ -52,7 +52,7 @@ def test_a_process_in_the_group_is_ended_past_its_memory(group):
 
 def test_the_groups_are_removed_once_empty(group):
     assert all(folder.is_dir() for folder in group)
-    cgroups.remove(group)
+    assert cgroups.remove(group)
     assert not any(folder.exists() for folder in group)
 
 

@@ -174,6 +174,9 @@ def hub(tmp_path_factory):
         for user in ("alice", "bob"):                # a server the hub could not stop (it stops them on exit)
             for pid in server_pids({"hub_port": ports["hub_port"]}, user):
                 os.kill(pid, 9)
+        time.sleep(1)
+        for user in ("alice", "bob"):
+            assert cgroups.remove(cgroups.folders(user)), f"{user}'s server left processes in its control group"
         if made_user:
             subprocess.run(["userdel", SHARED_USER], check=False)
 
@@ -272,7 +275,8 @@ def test_requests_without_a_valid_token_are_refused(hub):
     assert forged.status_code == 401 and "not valid" in forged.json()["message"]
     wrong = requests.get(f"{hub['exchange']}api/other-course/assignments", timeout=10,
                          headers={"Authorization": f"token {hub['tokens']['alice']}"})
-    assert wrong.status_code == 404 and "serves the course addnorm, not other-course" in wrong.json()["message"]
+    assert wrong.status_code == 404 and "serves the course addnorm, not other-course" in wrong.json()["message"], (
+        wrong.status_code, wrong.text[:300], hub["log"].read_text()[-4000:])    # once a 503 (the proxy found no service): its log
 
 
 def test_only_instructors_release_and_learners_fetch(released):

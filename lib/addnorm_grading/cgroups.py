@@ -73,13 +73,14 @@ def join(groups: list[Path]) -> None:
         _write(group / "cgroup.procs", os.getpid())
 
 
-def remove(groups: list[Path]) -> None:
-    """Remove these groups once their processes have ended (a group with a process left stays)."""
+def remove(groups: list[Path]) -> bool:
+    """Remove these groups whose processes have ended (a group with a process left stays); whether all are gone."""
     for group in groups:
         try:
             group.rmdir()
-        except OSError:
+        except OSError:              # gone already, or a process left in it
             pass
+    return not any(group.exists() for group in groups)
 
 
 def _enable_controllers(root: Path, parent: Path) -> None:

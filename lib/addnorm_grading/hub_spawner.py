@@ -27,6 +27,7 @@ that server alone.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pwd
 import re
@@ -121,4 +122,9 @@ class SharedUserSpawner(LocalProcessSpawner):
 
     async def stop(self, now=False):
         await super().stop(now=now)
-        cgroups.remove(self.cgroups)
+        for _ in range(20):                  # its last processes may take a moment to end after the server's
+            if cgroups.remove(self.cgroups):
+                return
+            await asyncio.sleep(0.5)
+        self.log.warning("%s's control groups still hold processes: left in place (%s)", self.user.name,
+                         ", ".join(map(str, self.cgroups)))
