@@ -276,7 +276,7 @@ def test_requests_without_a_valid_token_are_refused(hub):
     wrong = requests.get(f"{hub['exchange']}api/other-course/assignments", timeout=10,
                          headers={"Authorization": f"token {hub['tokens']['alice']}"})
     assert wrong.status_code == 404 and "serves the course addnorm, not other-course" in wrong.json()["message"], (
-        wrong.status_code, wrong.text[:300], hub["log"].read_text()[-4000:])    # once a 503 (the proxy found no service): its log
+        wrong.status_code, wrong.text[:300], hub["log"].read_text()[-4000:])   # it was a 503 once: see the log
 
 
 def test_only_instructors_release_and_learners_fetch(released):
