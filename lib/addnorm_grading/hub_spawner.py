@@ -90,7 +90,8 @@ class SharedUserSpawner(LocalProcessSpawner):
 
     @property
     def cgroups(self) -> list[Path]:
-        return cgroups.folders(f"{self.user.name}:{self.name}" if self.name else self.user.name)   # ":" is in no hub name
+        """This server's groups: its user's name, and a named server's name after a ":" (which no hub name has)."""
+        return cgroups.folders(f"{self.user.name}:{self.name}" if self.name else self.user.name)
 
     def wrapper(self) -> list[str]:
         """The bwrap and setpriv words put before the server's command."""
