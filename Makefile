@@ -24,7 +24,7 @@ STAMP  := $(VENV)/.installed
 # nbgrader shells out to `alembic`, and the book build to `jupyter`: both live in .venv/bin.
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: secret translations book test test-fast lab exercises serve clean graphviz postgres browser sweep budget hub hub-down sandbox grade check capstone hub-enroll
+.PHONY: secret translations book test test-fast lab exercises serve clean graphviz postgres browser sweep budget warmup-runs modern-runs hub hub-down sandbox grade check capstone hub-enroll
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -114,6 +114,16 @@ sweep: $(STAMP)
 # trained 3,000 steps and measured at 300, 1,000 and 3,000; writes data/postln_budget.json.
 budget: $(STAMP)
 	$(BIN)/python tools/sweep.py --budget
+
+# Chapter 2's warm-up and RAdam runs (seconds): writes data/warmup_runs.json, which the chapter draws from and
+# checks one run of again.
+warmup-runs: $(STAMP)
+	$(BIN)/python tools/warmup_runs.py
+
+# Chapter 7's runs of the 2017 block, the modern block and the 2017 block + RoPE (a few minutes on 2 cores):
+# writes data/modern_block_runs.json, which the chapter draws from and checks one slice of again.
+modern-runs: $(STAMP)
+	$(BIN)/python tools/modern_block_runs.py
 
 # The course JupyterHub (needs root: it creates Unix users). hub/hubctl.py builds its shared environment in
 # /opt/addnorm-hub (from Debian's python3.11, with configurable-http-proxy from npm), then starts it; see hub/.

