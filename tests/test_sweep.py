@@ -178,6 +178,46 @@ def test_verdicts_follow_the_stated_thresholds():
     assert verdict(0.99, True, blind) == "diverges" and verdict(None, True, blind) == "diverges"
 
 
+@pytest.mark.parametrize("task", ["reverse", "sort", "copy"])
+@pytest.mark.parametrize("seq_len, vocab_size", [(4, 3), (5, 3), (3, 4)])
+def test_the_blind_posterior_is_the_best_any_function_of_own_token_and_multiset_can_do(task, seq_len, vocab_size):
+    """Over every sequence of a small setting, the best predictor that sees only (the position's token, the sequence's
+    multiset) is right as often as the posterior's best guess: what a model blind to positions can at best do."""
+    import itertools
+    from collections import Counter, defaultdict
+
+    from addnorm.lab.budget import blind_posterior
+    from addnorm.lab.tasks import apply_task
+
+    sequences = list(itertools.product(range(vocab_size), repeat=seq_len))
+    labels_seen: dict[tuple, Counter] = defaultdict(Counter)
+    for x in sequences:
+        y = apply_task(task, list(x))
+        for t in range(seq_len):
+            labels_seen[x[t], tuple(sorted(x))][y[t]] += 1
+    best = sum(max(c.values()) for c in labels_seen.values()) / (len(sequences) * seq_len)
+    posterior = blind_posterior(torch.tensor(sequences), task, vocab_size)
+    assert torch.allclose(posterior.sum(dim=-1), torch.ones(len(sequences), seq_len, dtype=posterior.dtype))
+    assert posterior.max(dim=-1).values.mean().item() == pytest.approx(best, abs=1e-12)
+
+
+def test_the_position_blind_level_counts_the_other_tokens_not_the_own_one():
+    """The reversal of 8 tokens asks each position for another position's token: the best blind guess is the mode of
+    the other 7 tokens (ties split), which scores more than the whole sequence's mode everywhere."""
+    from addnorm.lab.budget import position_blind_accuracy
+    from addnorm.lab.sweep import SETTINGS, held_out_batch
+
+    tokens, labels = held_out_batch(SETTINGS)
+    own = torch.nn.functional.one_hot(tokens, SETTINGS["vocab_size"])
+    others = own.sum(dim=1, keepdim=True) - own                          # (batch, seq, vocab): the other 7 tokens
+    tied = others == others.max(dim=-1, keepdim=True).values
+    by_hand = (tied.gather(-1, labels[..., None]).squeeze(-1) / tied.sum(dim=-1)).float().mean().item()
+    level = position_blind_accuracy(SETTINGS)
+    mode_everywhere = (tokens.mode(dim=1).values[:, None] == labels).float().mean().item()
+    assert level == pytest.approx(by_hand, abs=1e-6) and level > mode_everywhere + 0.01
+    assert 0.30 < level < 0.33                                           # 0.314 on the held-out batch
+
+
 def test_quick_budget_study_writes_checkpoints_and_the_position_blind_level(tmp_path):
     out = tmp_path / "budget.json"
     run = subprocess.run([sys.executable, str(SWEEP_TOOL), "--budget", "--quick", "--workers", "1", "--out", str(out)],
@@ -194,7 +234,7 @@ def test_quick_budget_study_writes_checkpoints_and_the_position_blind_level(tmp_
 
 
 def test_the_committed_budget_study_has_provenance_and_its_whole_grid():
-    from addnorm.lab.budget import BUDGET_FILE, BUDGET_GRID, BUDGET_SETTINGS, verdicts
+    from addnorm.lab.budget import BUDGET_FILE, BUDGET_GRID, BUDGET_SETTINGS, position_blind_accuracy, verdicts
 
     path = ROOT / BUDGET_FILE
     assert path.is_file(), f"{BUDGET_FILE} is missing: it is committed (made by `make budget`)"
@@ -205,3 +245,10 @@ def test_the_committed_budget_study_has_provenance_and_its_whole_grid():
     assert meta["settings"]["checkpoints"] == list(BUDGET_SETTINGS["checkpoints"])
     found = verdicts(load_sweep(path))
     assert len(found) == len(cells(BUDGET_GRID)) and all(len(v) == 3 for v in found.values())
+    # the level its verdicts are read against is the library's, for the file's settings
+    assert meta["position_blind"] == pytest.approx(position_blind_accuracy(meta["settings"]), abs=1e-9)
+    # and it is the plateau's ceiling: Post-LN at 6 layers after 300 steps, stalled before it uses positions, sits
+    # just under it, none of its 18 runs more than 0.01 above (the sequence's mode everywhere, 0.29, was 0.03 below)
+    stalled = [r["checkpoints"][0]["accuracy"] for r in content["results"] if r["depth"] == 6
+               and r["variant"].startswith("post_ln")]
+    assert len(stalled) == 18 and all(-0.025 < a - meta["position_blind"] < 0.01 for a in stalled)

@@ -9,7 +9,10 @@ measurement shows, by the thresholds below.
 
 from __future__ import annotations
 
-from .sweep import VARIANTS, held_out_batch, run_cell
+import torch
+import torch.nn.functional as F
+
+from .sweep import SETTINGS, VARIANTS, held_out_batch, run_cell
 from .sweep_file import Sweep, load_sweep
 from .sweep_maps import ACCURACY_TOLERANCE, book_root
 
@@ -34,13 +37,45 @@ QUICK_BUDGET_SETTINGS: dict = dict(steps=12, checkpoints=(4, 8, 12), eval_exampl
 
 # Verdicts, by stated thresholds (held-out token accuracy; chance is 0.10 on 10 symbols).
 TRAINS_AT = 0.9          # trains: accuracy ≥ 0.9
-PLATEAU_BAND = 0.05      # plateau: within 0.05 of the position-blind level (each sequence's mode everywhere)
+PLATEAU_BAND = 0.05      # plateau: within 0.05 of the position-blind level (`position_blind_accuracy`)
 CHANCE = 0.1             # one symbol of ten everywhere: a finite loss, but nothing learned
 
+
+def blind_posterior(tokens: torch.Tensor, task: str, vocab_size: int) -> torch.Tensor:
+    """P(label = b | the token at the position, the sequence's multiset of tokens), (batch, seq, vocab): all that a
+    model blind to positions can know at each position, for sequences drawn uniformly as `in_place_batch` draws
+    them (every order of a multiset equally likely)."""
+    n, length = tokens.shape
+    own = F.one_hot(tokens, vocab_size).double()                  # (batch, seq, vocab): the token at the position
+    counts = own.sum(dim=1, keepdim=True)                         # (batch, 1, vocab): the multiset
+    if task == "copy":                                            # the label is the position's own token
+        return own
+    if task == "sort":        # the label is the t-th smallest, t unknown and independent of the position's token
+        return (counts / length).expand(n, length, vocab_size)
+    if task == "reverse":     # the label is the token at seq-1-t: another position, except the middle of an odd length
+        middle = length % 2
+        others = (counts - own) / max(length - 1, 1)              # a random one of the other tokens
+        return (middle * own + (length - middle) * others) / length
+    raise ValueError(f"blind_posterior: expected task in ('copy', 'reverse', 'sort'), got {task!r}")
+
+
 def position_blind_accuracy(settings: dict) -> float:
-    """The best held-out accuracy without positions: predict each sequence's most frequent token everywhere."""
-    tokens, labels = held_out_batch(settings)
-    return (tokens.mode(dim=1).values[:, None] == labels).float().mean().item()
+    """The best held-out accuracy of a model that cannot use positions, on the sequences every run is measured on.
+
+    Attention without positions is permutation-equivariant: its output at a position depends on the token there
+    and on the multiset of the sequence's tokens, not on where they sit (a model that has not learned to use its
+    positional encoding computes such a function). It still sees its own token. In the reversal task of length 8
+    the label at position t is the token at 7 − t, always another position, and the other 7 positions hold the
+    other 7 tokens in a random order: the best guess is the most frequent token among the *others* (the
+    sequence's multiset less one copy of the position's own token), right with probability (its count)/7.
+    Predicting the whole sequence's mode everywhere scores less, because it counts the position's own token,
+    which is never the one asked for. This is the Bayes-optimal predictor given (own token, multiset)
+    (`blind_posterior`), scored on `held_out_batch(settings)`, a tie among k best guesses counting 1/k."""
+    s = {**SETTINGS, **settings}
+    tokens, labels = held_out_batch(s)
+    posterior = blind_posterior(tokens, s["task"], s["vocab_size"])
+    best = posterior >= posterior.max(dim=-1, keepdim=True).values - 1e-12          # the tied best guesses
+    return (best.gather(-1, labels[..., None]).squeeze(-1) / best.sum(dim=-1)).mean().item()
 
 
 def verdict(accuracy: float | None, diverged: bool, position_blind: float, chance: float = CHANCE) -> str:
