@@ -70,7 +70,8 @@ def position_blind_accuracy(settings: dict) -> float:
     sequence's multiset less one copy of the position's own token), right with probability (its count)/7.
     Predicting the whole sequence's mode everywhere scores less, because it counts the position's own token,
     which is never the one asked for. This is the Bayes-optimal predictor given (own token, multiset)
-    (`blind_posterior`), scored on `held_out_batch(settings)`, a tie among k best guesses counting 1/k."""
+    (`blind_posterior`), scored on `held_out_batch(settings)`, a tie among k best guesses counting 1/k: 0.314 on
+    the course's 512 held-out sequences (0.317 over every sequence of 8 tokens; the mode everywhere scores 0.292)."""
     s = {**SETTINGS, **settings}
     tokens, labels = held_out_batch(s)
     posterior = blind_posterior(tokens, s["task"], s["vocab_size"])
@@ -81,7 +82,8 @@ def position_blind_accuracy(settings: dict) -> float:
 def verdict(accuracy: float | None, diverged: bool, position_blind: float, chance: float = CHANCE) -> str:
     """What a measurement shows: 'diverges' (the loss became non-finite), 'trains' (accuracy ≥ TRAINS_AT),
     'plateau' (within PLATEAU_BAND of the position-blind level), 'chance' (within PLATEAU_BAND of chance: one
-    symbol everywhere), else 'between' (above the plateau) or 'below' (between chance and the plateau)."""
+    symbol everywhere), else 'between' (above the plateau: more than a model blind to positions can do, so it uses
+    them) or 'below' (between chance and the plateau)."""
     if diverged or accuracy is None:
         return "diverges"
     if accuracy >= TRAINS_AT:
