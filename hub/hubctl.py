@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Start (`up`) and stop (`down`) the course's JupyterHub on 127.0.0.1 with real Unix users (`make hub`, `hub-down`).
 
-up   builds a Python environment every user can read (/opt/addnorm-hub/venv, from Debian's python3.11) and
+up   [--pods] builds a Python environment every user can read (/opt/addnorm-hub/venv, from Debian's python3.11) and
      configurable-http-proxy (npm), creates the users (course.toml's [hub] instructor, and its students or, with
      --students N, student1 … studentN; homes 0700), each with a password of its own (state/passwords, root only:
      one `user password` a line) for JupyterHub's PAM login, nbgrader's exchange folder and the instructor's course
@@ -9,6 +9,12 @@ up   builds a Python environment every user can read (/opt/addnorm-hub/venv, fro
      enrolled) with its gradebook in a PostgreSQL cluster run by the instructor (/opt/addnorm-hub/postgres, made by
      addnorm_grading.postgres: a password only the instructor can read), then starts JupyterHub in the background
      (PID in state/hub.pid).
+     --pods (`make hub PODS=1`): no Unix user per person, as on Zero to JupyterHub. Every server runs as the one
+     user [hub] pod_user, each in PID and mount namespaces of its own that show it only its own folder of
+     /opt/addnorm-hub/homes (addnorm_grading.hub_spawner); people log in with a hub account (the same passwords,
+     addnorm_grading.hub_accounts); graded work travels over the HTTP exchange service, whose store is
+     /opt/addnorm-hub/exchange-store, and the feedback service grades what it received. The instructor's course
+     is in their own folder, homes/<instructor>/<course id>.
 enroll FILE  adds a class list in nbgrader's students.csv format (id,first_name,last_name,email): a Unix user and a
      password for each id, and the students in nbgrader's gradebook (`nbgrader db student import`), on a running hub.
 down stops the hub, every user server it recorded and any process left of the hub's users (by PID), removes every
@@ -43,6 +49,7 @@ import tempfile
 import time
 import tomllib
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,12 +68,40 @@ MARKER = "addnorm course hub"                  # the users' comment field: `down
 GROUP = "addnorm-course"                       # every hub user is in it: JupyterHub lets this group log in
 USERNAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")     # what useradd accepts on Debian (NAME_REGEX)
 COURSE_ID = CONSTANTS["course"]["id"]
-COURSE = Path("/home") / INSTRUCTOR / COURSE_ID
+POD_USER = CONSTANTS["hub"]["pod_user"]       # --pods: every server's Unix user (`jovyan` in a pod)
+HOMES = HUB_HOME / "homes"                     # --pods: <hub name>/ for each person
+STORE = HUB_HOME / "exchange-store"            # --pods: the HTTP exchange's releases, submissions and feedback
 EXCHANGE = Path(CONSTANTS["course"]["exchange"])
 COURSE_FILES = ("nbgrader_config.py", "course.toml", "solutions", "checks")   # a course folder (guide/instructors.md)
 NOT_COURSE = (".git", ".venv", "_build", "node_modules", "__pycache__", ".pytest_cache", "*.egg-info",
               ".ipynb_checkpoints", "gradebook.db", "submitted", "autograded", "feedback", ".exchange",
               "secret")      # checks/secret: the hub's course gets a secret of its own (addnorm_grading.secret)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Who owns the course and where it lives: the instructor's Unix account, or (pods) the pod user's folder of
+    the instructor."""
+
+    pods: bool
+
+    @property
+    def owner(self) -> str:
+        return POD_USER if self.pods else INSTRUCTOR
+
+    @property
+    def home(self) -> Path:
+        return HOMES / INSTRUCTOR if self.pods else Path("/home") / INSTRUCTOR
+
+    @property
+    def course(self) -> Path:
+        return self.home / COURSE_ID
+
+
+def recorded_layout() -> Layout:
+    """The layout of the hub that state/ belongs to (Unix users unless state/mode says pods)."""
+    mode = STATE / "mode"
+    return Layout(pods=mode.is_file() and mode.read_text().strip() == "pods")
 
 
 def assignments() -> list[str]:
@@ -88,15 +123,20 @@ def run(cmd: list[str], **kwargs) -> None:
         sys.exit(f"[hub] failed ({result.returncode}): {' '.join(map(str, cmd))}\n{output}")
 
 
-def user_env(user: str) -> list[str]:
+def user_env(user: str, home: Path | None = None) -> list[str]:
     """`env` arguments for a command run as `user`: a clean environment with the shared one first on PATH."""
-    return ["env", "-i", f"HOME=/home/{user}", f"USER={user}", f"LOGNAME={user}", "LANG=C.UTF-8",
+    return ["env", "-i", f"HOME={home or Path('/home') / user}", f"USER={user}", f"LOGNAME={user}", "LANG=C.UTF-8",
             f"PATH={VENV}/bin:/usr/local/bin:/usr/bin:/bin"]
 
 
-def as_user(user: str, cmd: list[str], cwd: Path | None = None) -> None:
+def as_user(user: str, cmd: list[str], cwd: Path | None = None, home: Path | None = None) -> None:
     """Run a command as a hub user (runuser: there is no sudo here)."""
-    run(["runuser", "-u", user, "--", *user_env(user), *cmd], cwd=cwd)
+    run(["runuser", "-u", user, "--", *user_env(user, home), *cmd], cwd=cwd)
+
+
+def as_owner(layout: Layout, cmd: list[str]) -> None:
+    """Run a command in the course folder as its owner, with the instructor's home (their nbgrader settings)."""
+    as_user(layout.owner, cmd, cwd=layout.course, home=layout.home)
 
 
 def require_root(what: str) -> None:
@@ -206,19 +246,44 @@ def read_passwords() -> dict[str, str]:
     return dict(line.split(" ", 1) for line in path.read_text().splitlines() if " " in line)
 
 
-def ensure_passwords(names: list[str]) -> dict[str, str]:
-    """A random password for each user that has none yet: set with chpasswd (PAM checks it), kept in
-    state/passwords (mode 0600, root's), one `user password` a line."""
+def ensure_passwords(names: list[str], unix: bool = True) -> dict[str, str]:
+    """A random password for each user that has none yet, kept in state/passwords (mode 0600, root's), one
+    `user password` a line: set with chpasswd too for Unix users (PAM checks it); with pods the hub's accounts
+    are made from the file (addnorm_grading.hub_accounts)."""
     passwords = read_passwords()
     new = {name: secrets.token_urlsafe(9) for name in names if name not in passwords}
     if new:
-        run(["chpasswd"], input="".join(f"{name}:{password}\n" for name, password in new.items()))
+        if unix:
+            run(["chpasswd"], input="".join(f"{name}:{password}\n" for name, password in new.items()))
         passwords.update(new)
         path = STATE / "passwords"
         path.touch(mode=0o600)
         path.chmod(0o600)
         path.write_text("".join(f"{name} {password}\n" for name, password in sorted(passwords.items())))
     return passwords
+
+
+def ensure_pod_user() -> None:
+    """The one Unix user of every server (pods): a system user with no home and no login shell."""
+    user = hub_user(POD_USER)
+    if user is None:
+        run(["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin",
+             "--comment", MARKER, POD_USER])
+    elif user.pw_gecos != MARKER:
+        sys.exit(f"[hub] a user named {POD_USER!r} already exists and was not made by `make hub`: not touching it.")
+
+
+def ensure_pod_folders(names: list[str]) -> None:
+    """Each person's folder (pods): <homes>/<name>, the pod user's, 0700; and the exchange service's store."""
+    for name in names:
+        if not USERNAME.match(name):
+            sys.exit(f"[hub] {name!r} cannot be a hub name: expected lower-case letters, digits, _ or -, starting "
+                     f"with a letter or _, at most 32 characters")
+    account = pwd.getpwnam(POD_USER)
+    HOMES.mkdir(mode=0o711, exist_ok=True)
+    for folder in [STORE, *(HOMES / name for name in names)]:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        os.chown(folder, account.pw_uid, account.pw_gid)
 
 
 def ensure_exchange() -> None:
@@ -247,58 +312,65 @@ def install_settings() -> None:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
 
-def ensure_gradebook() -> None:
-    """The gradebook's PostgreSQL cluster, run by the instructor: made at the first `up`, started at every one."""
-    run([str(VENV / "bin" / "python"), "-m", "addnorm_grading.postgres", "up", str(GRADEBOOK), "--owner", INSTRUCTOR])
+def ensure_gradebook(layout: Layout) -> None:
+    """The gradebook's PostgreSQL cluster, run by the course's owner: made at the first `up`, started at every one."""
+    run([str(VENV / "bin" / "python"), "-m", "addnorm_grading.postgres", "up", str(GRADEBOOK),
+         "--owner", layout.owner])
 
 
 INSTRUCTOR_CONFIG = """\
+from pathlib import Path
+
+from addnorm_grading.postgres import Cluster
+
 c = get_config()  # noqa: F821
-c.CourseDirectory.root = "{course}"
+c.CourseDirectory.root = {course}
 
-# The gradebook: the hub's PostgreSQL cluster. Its address holds the password, read from the instructor's own
+# The gradebook: the hub's PostgreSQL cluster. Its address holds the password, read from the owner's own
 # file (0600) each time nbgrader starts; it is written nowhere else.
-from pathlib import Path  # noqa: E402
 
-from addnorm_grading.postgres import Cluster  # noqa: E402
-
-c.CourseDirectory.db_url = Cluster(Path("{gradebook}"), "{instructor}").url()
+c.CourseDirectory.db_url = Cluster(Path("{gradebook}"), "{owner}").url()
 """
+# pods: the course seen from the instructor's server (/home/<pod user>/…) and from the feedback service (homes/…)
+BESIDE_THIS_FILE = 'str(Path(__file__).resolve().parent.parent / "{course_id}")'
 
 
-def ensure_course(students: tuple[str, ...]) -> None:
+
+def ensure_course(layout: Layout, students: tuple[str, ...]) -> None:
     """The instructor's course folder: what a course folder needs, every assignment generated, the students enrolled."""
     ready = STATE / "course-ready"
     if ready.is_file():
-        enroll_in_gradebook(students)
+        enroll_in_gradebook(layout, students)
         return
-    say(f"setting up the course in {COURSE}")
-    shutil.rmtree(COURSE, ignore_errors=True)        # an interrupted earlier set-up
-    COURSE.mkdir(parents=True)
+    course = layout.course
+    say(f"setting up the course in {course}")
+    shutil.rmtree(course, ignore_errors=True)        # an interrupted earlier set-up
+    course.mkdir(parents=True)
     for name in COURSE_FILES:
         if (REPO / name).is_dir():
-            shutil.copytree(REPO / name, COURSE / name, ignore=shutil.ignore_patterns(*NOT_COURSE))
+            shutil.copytree(REPO / name, course / name, ignore=shutil.ignore_patterns(*NOT_COURSE))
         else:
-            shutil.copy(REPO / name, COURSE / name)
-    jupyter_dir = Path("/home") / INSTRUCTOR / ".jupyter"
+            shutil.copy(REPO / name, course / name)
+    jupyter_dir = layout.home / ".jupyter"
     jupyter_dir.mkdir(exist_ok=True)
+    root = BESIDE_THIS_FILE.format(course_id=COURSE_ID) if layout.pods else f'"{course}"'
     (jupyter_dir / "nbgrader_config.py").write_text(
-        INSTRUCTOR_CONFIG.format(course=COURSE, gradebook=GRADEBOOK, instructor=INSTRUCTOR))
-    run(["chown", "-R", f"{INSTRUCTOR}:{INSTRUCTOR}", str(COURSE), str(jupyter_dir)])
-    as_user(INSTRUCTOR, ["python", "-m", "addnorm_grading.secret", str(COURSE)])    # the course's own, owner-only
+        INSTRUCTOR_CONFIG.format(course=root, gradebook=GRADEBOOK, owner=layout.owner))
+    run(["chown", "-R", f"{layout.owner}:{layout.owner}", str(course), str(jupyter_dir)])
+    as_owner(layout, ["python", "-m", "addnorm_grading.secret", str(course)])    # the course's own, owner-only
     for assignment in assignments():                 # one id per call
-        as_user(INSTRUCTOR, ["nbgrader", "generate_assignment", assignment, "--force"], cwd=COURSE)
-    enroll_in_gradebook(students)
+        as_owner(layout, ["nbgrader", "generate_assignment", assignment, "--force"])
+    enroll_in_gradebook(layout, students)
     ready.touch()
 
 
-def enroll_in_gradebook(students: tuple[str, ...]) -> None:
+def enroll_in_gradebook(layout: Layout, students: tuple[str, ...]) -> None:
     """nbgrader's student table: every student of the hub (`nbgrader db student import`, one call)."""
     with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False, dir="/tmp") as table:
         table.write("id,first_name,last_name,email\n" + "".join(f"{name},,,\n" for name in students))
     os.chmod(table.name, 0o644)
     try:
-        as_user(INSTRUCTOR, ["nbgrader", "db", "student", "import", table.name], cwd=COURSE)
+        as_owner(layout, ["nbgrader", "db", "student", "import", table.name])
     finally:
         os.unlink(table.name)
 
@@ -313,13 +385,16 @@ def running_pid(pid_file: Path, command_word: str) -> int | None:
     return pid if command_word in cmdline else None
 
 
-def hub_environment() -> dict[str, str]:
+def hub_environment(layout: Layout) -> dict[str, str]:
     """The environment JupyterHub runs with: what hub/jupyterhub_config.py reads, the proxy and venv on PATH."""
+    pods = {"ADDNORM_HUB_MODE": "pods", "ADDNORM_HUB_POD_USER": POD_USER, "ADDNORM_HUB_HOMES": str(HOMES),
+            "ADDNORM_HUB_STORE": str(STORE), "ADDNORM_HUB_GRADEBOOK": str(GRADEBOOK)}
     return {
         **os.environ,
         "PATH": f"{VENV}/bin:{NODE}/node_modules/.bin:{os.environ.get('PATH', '/usr/bin:/bin')}",
         "ADDNORM_HUB_HOME": str(HUB_HOME), "ADDNORM_HUB_PORT": str(PORT), "ADDNORM_HUB_INSTRUCTOR": INSTRUCTOR,
-        "ADDNORM_HUB_GROUP": GROUP, "ADDNORM_HUB_COURSE": str(COURSE),
+        "ADDNORM_HUB_GROUP": GROUP, "ADDNORM_HUB_COURSE": str(layout.course),
+        **(pods if layout.pods else {}),
     }
 
 
@@ -339,7 +414,7 @@ def wait_for_hub(pid: int, log: Path, timeout: float = 90) -> None:
     sys.exit(f"[hub] JupyterHub did not answer on 127.0.0.1:{PORT} within {timeout:.0f} s; see {log}")
 
 
-def start_hub(students: tuple[str, ...]) -> None:
+def start_hub(layout: Layout, students: tuple[str, ...]) -> None:
     """Start JupyterHub in its own session, record its PID, and wait until it answers."""
     if running_pid(STATE / "hub.pid", "jupyterhub") is None:
         say(f"starting JupyterHub on http://127.0.0.1:{PORT}")
@@ -347,7 +422,7 @@ def start_hub(students: tuple[str, ...]) -> None:
         with log.open("ab") as out:
             process = subprocess.Popen(
                 [str(VENV / "bin" / "jupyterhub"), "-f", str(REPO / "hub" / "jupyterhub_config.py")],
-                cwd=STATE, env=hub_environment(), stdout=out, stderr=subprocess.STDOUT,
+                cwd=STATE, env=hub_environment(layout), stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True)
         (STATE / "hub.pid").write_text(str(process.pid))
         wait_for_hub(process.pid, log)
@@ -358,23 +433,32 @@ def start_hub(students: tuple[str, ...]) -> None:
         f"(root only); stop with `make hub-down`")
 
 
-def up(count: int | None) -> None:
-    """Everything `make hub` does, in order."""
+def up(count: int | None, pods: bool = False) -> None:
+    """Everything `make hub` (PODS=1: `up --pods`) does, in order."""
     require_root("hub")
+    layout = Layout(pods)
+    if STATE.is_dir() and recorded_layout() != layout:
+        sys.exit(f"[hub] a hub {'with' if recorded_layout().pods else 'without'} PODS=1 was made here: "
+                 f"take it down first (`make hub-down`), then `make hub{' PODS=1' if pods else ''}`")
     os.umask(0o022)
     ensure_environment()
     ensure_proxy()
     STATE.mkdir(parents=True, exist_ok=True)
     STATE.chmod(0o700)
+    (STATE / "mode").write_text("pods" if pods else "users")
     students = the_class(count)
-    ensure_users([INSTRUCTOR, *students])
-    ensure_passwords([INSTRUCTOR, *students])
+    if pods:
+        ensure_pod_user()
+        ensure_pod_folders([INSTRUCTOR, *students])
+    else:
+        ensure_users([INSTRUCTOR, *students])
+        ensure_exchange()
+    ensure_passwords([INSTRUCTOR, *students], unix=not pods)
     (STATE / "class").write_text(" ".join(students))
-    ensure_exchange()
     install_settings()
-    ensure_gradebook()
-    ensure_course(students)
-    start_hub(students)
+    ensure_gradebook(layout)
+    ensure_course(layout, students)
+    start_hub(layout, students)
 
 
 def enroll(table: Path) -> None:
@@ -391,8 +475,12 @@ def enroll(table: Path) -> None:
         sys.exit(f"[hub] {table}: expected nbgrader's students.csv format, a header `id,first_name,last_name,email` "
                  f"and one student a line; got {'no rows' if not rows else 'the columns ' + ', '.join(rows[0])}")
     ids = [row["id"].strip() for row in rows]
-    ensure_users(ids)
-    ensure_passwords(ids)
+    layout = recorded_layout()
+    if layout.pods:
+        ensure_pod_folders(ids)
+    else:
+        ensure_users(ids)
+    ensure_passwords(ids, unix=not layout.pods)
     students = sorted(set(the_class(None)) | set(ids))
     (STATE / "class").write_text(" ".join(students))
     table_copy = Path(tempfile.mkdtemp(dir="/tmp")) / "students.csv"
@@ -400,7 +488,7 @@ def enroll(table: Path) -> None:
     os.chmod(table_copy.parent, 0o755)
     os.chmod(table_copy, 0o644)
     try:
-        as_user(INSTRUCTOR, ["nbgrader", "db", "student", "import", str(table_copy)], cwd=COURSE)
+        as_owner(layout, ["nbgrader", "db", "student", "import", str(table_copy)])
     finally:
         shutil.rmtree(table_copy.parent)
     say(f"enrolled {len(ids)} students from {table}; their passwords are in {STATE / 'passwords'} (root only)")
@@ -458,6 +546,7 @@ def recorded_server_pids() -> list[int]:
 def down() -> None:
     """Everything `make hub-down` does: processes by PID, then users and homes, the exchange and the state."""
     require_root("hub-down")
+    layout = recorded_layout()
     hub = running_pid(STATE / "hub.pid", "jupyterhub")
     if hub:
         say("stopping JupyterHub (it stops the user servers)")
@@ -470,14 +559,15 @@ def down() -> None:
     stop([pid for pid in [proxy, *servers] if pid])
     if (GRADEBOOK / "data").is_dir() and (VENV / "bin" / "python").exists() and names:
         subprocess.run([str(VENV / "bin" / "python"), "-m", "addnorm_grading.postgres", "down", str(GRADEBOOK),
-                        "--owner", INSTRUCTOR], capture_output=True)     # cleanly; what is left is stopped below
+                        "--owner", layout.owner], capture_output=True)     # cleanly; what is left is stopped below
     for _ in range(5):                               # kernels and terminals a killed server left behind, and
         left = process_ids_of(ours)                  # what a stopping process started meanwhile
         if not left:
             break
         stop(left)
     for name in names:
-        run(["userdel", "--remove", name])
+        has_home = Path(pwd.getpwnam(name).pw_dir).is_dir()     # the pod user has none
+        run(["userdel", *(["--remove"] if has_home and name != POD_USER else []), name])
     if names:
         say(f"removed {len(names)} users ({', '.join(names[:4])}{', …' if len(names) > 4 else ''}) and their homes")
     try:
@@ -491,6 +581,8 @@ def down() -> None:
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
     shutil.rmtree(GRADEBOOK, ignore_errors=True)
+    shutil.rmtree(HOMES, ignore_errors=True)
+    shutil.rmtree(STORE, ignore_errors=True)
     shutil.rmtree(STATE, ignore_errors=True)
     say("the course hub is down; its users, homes, exchange and gradebook are gone")
 
@@ -502,9 +594,11 @@ def main() -> None:
                         help="environment: only build the shared environment and the proxy (no user, no hub)")
     parser.add_argument("table", nargs="?", type=Path, help="enroll: the class list, in students.csv format")
     parser.add_argument("--students", type=int, help="up: a class of student1 … studentN (default: course.toml's)")
+    parser.add_argument("--pods", action="store_true",
+                        help="up: one Unix user for every server, each in namespaces of its own (as on Kubernetes)")
     args = parser.parse_args()
     if args.action == "up":
-        up(args.students)
+        up(args.students, args.pods)
     elif args.action == "enroll":
         if args.table is None:
             sys.exit("[hub] enroll needs the class list: `make hub-enroll CLASS=students.csv`")

@@ -1,4 +1,5 @@
-"""JupyterHub for the Add & Norm course on 127.0.0.1, with real Unix users (started by `make hub`).
+"""JupyterHub for the Add & Norm course on 127.0.0.1 (started by `make hub`): real Unix users, or (`make hub PODS=1`,
+ADDNORM_HUB_MODE=pods) one Unix user for every server, as on Zero to JupyterHub.
 
 hub/hubctl.py creates the users (each with a password of its own, in the Unix group ADDNORM_HUB_GROUP), the shared
 environment and the course, then starts JupyterHub with this file and these variables: ADDNORM_HUB_HOME (its
@@ -6,6 +7,11 @@ folder), ADDNORM_HUB_PORT, ADDNORM_HUB_INSTRUCTOR, ADDNORM_HUB_GROUP and ADDNORM
 (PAMAuthenticator); a student enrolled later (`make hub-enroll`) joins the group and can log in without a restart.
 Each user's server runs as that Unix user from the shared environment (LocalProcessSpawner); the instructor's and
 the students' servers read different Jupyter settings (hub/jupyter/).
+
+With ADDNORM_HUB_MODE=pods nobody has a Unix user of their own: every server runs as ADDNORM_HUB_POD_USER, each in
+PID and mount namespaces of its own with only its own folder of ADDNORM_HUB_HOMES (addnorm_grading.hub_spawner);
+users log in with a hub account (addnorm_grading.hub_accounts); graded work travels over the HTTP exchange service,
+which knows the caller from the hub's token (addnorm_grading.http_exchange). See the end of this file.
 """
 
 import os
@@ -29,6 +35,8 @@ c.ConfigurableHTTPProxy.pid_file = f"{state}/jupyterhub-proxy.pid"
 c.JupyterHub.db_url = f"sqlite:///{state}/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = f"{state}/jupyterhub_cookie_secret"
 c.JupyterHub.cleanup_servers = True                # stopping the hub stops every user's server
+
+pods = os.environ.get("ADDNORM_HUB_MODE") == "pods"
 
 # --- who may log in: the course's users, each with their own Unix password (PAM) --------------------------------
 c.JupyterHub.authenticator_class = "pam"
@@ -68,3 +76,50 @@ c.JupyterHub.services = [{
     "cwd": course,
     "environment": {"PATH": f"{venv_bin}:/usr/bin:/bin", "LANG": "C.UTF-8"},
 }]
+
+
+# --- PODS=1: one Unix user for every server, hub accounts, the HTTP exchange ------------------------------------
+if pods:
+    pod_user = os.environ["ADDNORM_HUB_POD_USER"]
+    homes = os.environ["ADDNORM_HUB_HOMES"]                # <homes>/<hub name>: each user's folder
+    store = os.environ["ADDNORM_HUB_STORE"]                # the exchange's submissions, releases and feedback
+    gradebook = os.environ["ADDNORM_HUB_GRADEBOOK"]        # the PostgreSQL cluster (its password file)
+    exchange_url = f"http://127.0.0.1:{port}/services/exchange/"
+    service_env = {"PATH": f"{venv_bin}:/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+    c.JupyterHub.authenticator_class = "addnorm_grading.hub_accounts.CourseAccounts"
+    c.CourseAccounts.accounts_file = f"{state}/passwords"
+    c.JupyterHub.load_groups = {"instructors": {"users": [instructor]}}     # course.toml's [exchange] instructors
+
+    c.JupyterHub.spawner_class = "addnorm_grading.hub_spawner.SharedUserSpawner"
+    c.SharedUserSpawner.shared_user = pod_user
+    c.SharedUserSpawner.homes = homes
+    c.SharedUserSpawner.mem_limit = "2G"
+    c.Spawner.environment = {**c.Spawner.environment, "ADDNORM_EXCHANGE_URL": exchange_url}
+
+    def pod_settings(spawner):
+        """The role's Jupyter settings, and what its server must not see: the hub's state and the exchange's store
+        for everyone, the gradebook's cluster for every student (the instructor's nbgrader reads its password)."""
+        role_settings(spawner)
+        spawner.hidden = [state, store] + ([] if spawner.user.name == instructor else [gradebook])
+
+    c.Spawner.pre_spawn_hook = pod_settings
+
+    # The exchange (its API needs a hub token; who is asking comes from it) and the feedback service, which grades
+    # what the exchange received as the learner the token named, at the exchange's receipt time. Both run as the
+    # pod user outside every server's namespaces, as a service's pod would: no server sees their processes or files.
+    c.JupyterHub.services = [
+        {"name": "exchange", "url": f"http://127.0.0.1:{port + 3}", "user": pod_user, "cwd": store,
+         "command": [f"{venv_bin}/python", "-m", "addnorm_grading.http_exchange", "--store", store,
+                     "--course-file", f"{course}/course.toml"],
+         "environment": service_env},
+        {"name": "feedback", "user": pod_user, "cwd": course,
+         "command": [f"{venv_bin}/python", "-m", "addnorm_grading.feedback_service", f"--course={course}",
+                     f"--FeedbackService.exchange={store}", "--FeedbackService.identity=exchange"],
+         "environment": {**service_env, "JUPYTER_CONFIG_DIR": f"{homes}/{instructor}/.jupyter"}},  # the gradebook
+    ]
+    c.JupyterHub.load_roles = [
+        {"name": "user", "scopes": ["self", "access:services!service=exchange"]},
+        {"name": "server", "scopes": ["users:activity!user", "access:servers!server",
+                                      "access:services!service=exchange", "read:users:groups!user"]},
+    ]
