@@ -12,12 +12,11 @@ minutes (marked slow).
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import nbformat
 import pytest
 from addnorm_grading import coursework, submissions
+from addnorm_grading.grade_class import default_workers, grade_class
 
 pytestmark = pytest.mark.slow
 
@@ -228,17 +227,17 @@ def training_report(nb) -> tuple[float, float]:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """One autograde run over the solution, every alternative and every mistake of exercise 6."""
+    """The solution, every alternative and every mistake of exercise 6, autograded as `make grade` does."""
     course = coursework.make_course(tmp_path_factory.mktemp("grading_ex6") / "course")
     handed_in = {"solution": submissions.solution_text(ASSIGNMENT)}
     handed_in.update({name: submissions.with_replacements(ASSIGNMENT, replacements) for name, replacements in ALTERNATIVES.items()})
     handed_in.update({name: submissions.with_replacements(ASSIGNMENT, replacements) for name, (replacements, _, _) in MISTAKES.items()})
     for student, text in handed_in.items():
         coursework.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": text})
-    result = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
-                             f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"],
-                            cwd=course, env=coursework.nbgrader_env(), capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    runs = grade_class(course, ASSIGNMENT, default_workers(), [f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"],
+                       report=lambda line: None)     # nbgrader processes over batches, one per core and one more
+    failed = [run for run in runs if run.failed]
+    assert not failed, "\n".join(f"{run.failed}: {run.log[-4000:]}" for run in failed)
     scores = {student: s for (student, assignment, _), s in coursework.scores(course).items() if assignment == ASSIGNMENT}
     notebooks = {student: nbformat.read(course / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
                  for student in handed_in}
