@@ -58,8 +58,10 @@ def test_the_chapter_file_has_every_run():
 def test_check_passes_on_the_true_file_and_fails_on_a_tampered_one(tiny):
     key = ("copy", "modern block", 0)
     runs = modern_runs_file.Runs(tiny)
-    models = modern_runs_file.rerun_against_file(runs, [key])
-    assert set(models) == {key}
+    records = {}
+    models = modern_runs_file.rerun_against_file(runs, [key], records=records)
+    assert set(models) == set(records) == {key}
+    assert records[key]["steps"] == runs[key]["steps"] and records[key]["exact"] == records[key]["exact_read"]
     lied = copy.deepcopy(tiny)
     next(r for r in lied["runs"] if (r["task"], r["model"], r["seed"]) == key)["steps"] = 3 * TINY["eval_every"] + 1
     with pytest.raises(AssertionError, match="tools/modern_block_runs.py"):

@@ -68,11 +68,12 @@ def course_runs() -> Runs:
     return load_runs(book_root() / RUNS_FILE)
 
 
-def rerun_against_file(runs: Runs, keys: list[tuple[str, str, int]], tolerance_steps: int | None = None
-                       ) -> dict[tuple[str, str, int], nn.Module]:
+def rerun_against_file(runs: Runs, keys: list[tuple[str, str, int]], tolerance_steps: int | None = None,
+                       records: dict | None = None) -> dict[tuple[str, str, int], nn.Module]:
     """Train each (task, model, seed) again with the file's settings, print it next to the file's record, and fail
     unless it solves its task, as in the file, in the same number of steps to within `tolerance_steps` (default:
-    one check, `eval_every`), and its answers generated right are those read right. Returns the trained models."""
+    one check, `eval_every`), and its answers generated right are those read right. Returns the trained models;
+    the new records (as in the file) are put into `records` when it is given, so a caller can assert on them."""
     s = runs.settings
     tolerance = s["eval_every"] if tolerance_steps is None else tolerance_steps
     models = {}
@@ -89,6 +90,8 @@ def rerun_against_file(runs: Runs, keys: list[tuple[str, str, int]], tolerance_s
             f"`{REFRESH_COMMAND}` and commit it.")
         assert new["exact"] == new["exact_read"], (key, new["exact"], new["exact_read"])   # generated = read
         models[key] = model
+        if records is not None:
+            records[key] = new
     print(f"compared with the file ({runs.meta['torch']} on {runs.meta['cpu']!r}; now {torch.__version__} on "
           f"{cpu_model()!r}): the same steps to solve to within {tolerance}")
     return models
