@@ -159,3 +159,46 @@ def test_the_service_answers_a_submission_that_comes_too_soon_429_with_when_to_t
     assert second.code == 429 and 29 <= int(second.headers["Retry-After"]) <= 30, (second.code, second.headers)
     assert re.search(r"submit again in (29|30) s \(at most one every 30 s\)", json.loads(second.body)["message"])
     assert len(store.submissions("alice")) == 1
+
+
+def test_an_assignment_in_the_address_cannot_step_into_another_learners_submission(tmp_path):
+    """Found by an attack on `make hub PODS=1`: alice named her own submission's folder, then `/../` and bob's, as the
+    assignment of the address (`%2F` is decoded after the route matched): she got bob's notebook and feedback. Both
+    are refused now, as no submission (404), and bob's own requests still work."""
+    import asyncio
+    from urllib.parse import quote
+
+    BOBS = b'{"cells": [], "metadata": {"bob": "his work"}, "nbformat": 4, "nbformat_minor": 5}'
+
+    from tornado.httpclient import AsyncHTTPClient
+    from tornado.httpserver import HTTPServer
+    from tornado.netutil import bind_sockets
+
+    from addnorm_grading.http_exchange.service import make_app
+
+    store = Store(tmp_path / "exchange", "addnorm", LIMITS)
+    store.release("01_residual", io.BytesIO(pack_files({"residual.ipynb": NOTEBOOK})))
+    hers = store.submit("alice", "01_residual", io.BytesIO(pack_files({"residual.ipynb": NOTEBOOK})), NOON)
+    his = store.submit("bob", "01_residual", io.BytesIO(pack_files({"residual.ipynb": BOBS})),
+                       NOON + datetime.timedelta(seconds=1))
+    store.release_feedback(his, io.BytesIO(pack_files({"residual.html": b"bob's feedback"})))
+    store.release_feedback(hers, io.BytesIO(pack_files({"residual.html": b"alice's feedback"})))   # her folder exists
+    stepping = quote(f"{hers.assignment}+{hers.timestamp}/../bob+01_residual", safe="")
+
+    async def ask(paths):
+        sockets = bind_sockets(0, "127.0.0.1")
+        server = HTTPServer(make_app(store, "instructors", "/", OneLearnersHub()))
+        server.add_sockets(sockets)
+        base = f"http://127.0.0.1:{sockets[0].getsockname()[1]}/api/addnorm/"
+        client = AsyncHTTPClient()
+        answers = [await client.fetch(base + path, headers={"Authorization": "token alices-token"},
+                                      raise_error=False) for path in paths]
+        server.stop()
+        return answers
+
+    timestamp = quote(his.timestamp, safe="")
+    theirs = asyncio.run(ask([f"submissions/{stepping}/alice/{timestamp}", f"feedback/{stepping}/alice/{timestamp}"]))
+    assert [answer.code for answer in theirs] == [404, 404], [(a.code, a.body) for a in theirs]
+    assert all(BOBS not in answer.body and b"bob's feedback" not in answer.body for answer in theirs)
+    own = asyncio.run(ask([f"submissions/01_residual/alice/{quote(hers.timestamp, safe='')}"]))
+    assert own[0].code == 200                                  # her own submission, named plainly, still comes back

@@ -300,7 +300,11 @@ class FeedbackHandler(UploadHandler):
     put_needs = "release feedback"
 
     def submission(self, assignment, student, timestamp) -> Submission:
-        return Submission(student, assignment, timestamp)
+        """The submission the address names; a name that is no id names none (404)."""
+        try:
+            return Submission(student, assignment, timestamp)
+        except Refused as error:
+            self.refused(error, 404)
 
     @unless_refused
     def get(self, course, assignment, student, timestamp):

@@ -68,6 +68,12 @@ class Submission:
     assignment: str
     timestamp: str
 
+    def __post_init__(self):
+        """Its student and assignment are single safe path components (else Refused): a name from the request's
+        address, where tornado has already decoded `%2F` to `/`, can never step into another learner's folder."""
+        check_name("student", self.student)
+        check_name("assignment", self.assignment)
+
     @property
     def folder_name(self) -> str:
         return f"{self.student}+{self.assignment}+{self.timestamp}"
