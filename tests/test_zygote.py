@@ -135,7 +135,7 @@ def test_the_zygote_takes_requests_from_root_only():
     folder = Path(tempfile.mkdtemp(prefix="addnorm-open-zygote-"))
     os.chmod(folder, 0o777)
     path = folder / "socket"
-    process = subprocess.Popen([sys.executable, "-P", "-m", "addnorm_grading.zygote", str(path)], cwd="/",
+    process = subprocess.Popen([sys.executable, "-P", "-m", "addnorm_grading.zygote", str(path), str(os.getpid())], cwd="/",
                                env=SandboxedExecute._zygote_environment(LIMITS))
     try:
         for _ in range(1200):                    # the zygote imports torch before it listens
@@ -157,3 +157,36 @@ def test_the_zygote_takes_requests_from_root_only():
         process.kill()
         process.wait()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+OUTLIVES = """
+import os, sys, threading, time
+from pathlib import Path
+from addnorm_grading import zygote
+from addnorm_grading.course import read_course
+from addnorm_grading.execute import SandboxedExecute
+
+environment = SandboxedExecute._zygote_environment(read_course(Path(%r)).sandbox)
+starter = threading.Thread(target=lambda: (zygote.start(environment), time.sleep(2)))   # a hidden kernel's thread
+starter.start()
+starter.join()
+time.sleep(3)
+process = zygote._started[0]
+print(process.pid, process.poll(), flush=True)
+os._exit(0)                                   # the grading process ends, with no clean-up of its own
+"""
+
+
+def test_the_zygote_outlives_the_thread_that_started_it_and_ends_with_its_process():
+    """A grader starts kernels from several threads (the hidden kernel's, one per notebook; a Dask worker grades in
+    a thread of its own): the zygote lives as long as the grading process, not as long as the thread that happened
+    to start it (a zygote killed with that thread left the next notebook's kernel unanswered for 60 s)."""
+    run = subprocess.run([sys.executable, "-c", OUTLIVES % str(ROOT / "course.toml")], capture_output=True,
+                         text=True, timeout=120)
+    pid, status = run.stdout.split()
+    assert status == "None", f"the zygote ended with the thread that started it (status {status}): {run.stderr}"
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], \
+        "the zygote outlived its grading process"

@@ -23,7 +23,7 @@ Only for a grader that runs as root (bwrap's namespaces then belong to the initi
 zygote can join them); otherwise, or with `c.SandboxedExecute.fork_kernels = False`, or when the zygote fails,
 each kernel starts as before.
 
-    python -P -m addnorm_grading.zygote SOCKET      (started by `start`, for the grading process's lifetime)
+    python -P -m addnorm_grading.zygote SOCKET PARENT   (started by `start`, for the grading process's lifetime)
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ ALIVE = "alive"                   # the FIFO in the connection folder: the sandb
 NAMESPACES = ("cgroup", "ipc", "uts", "net", "pid", "mnt")    # bwrap's, joined as root
 REQUEST_BYTES = 1 << 20
 START_SECONDS = 20                # the longest a kernel's set-up may take before the zygote gives up on it
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
+PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 4, 24, 38
 CLONE_NEWUSER = 0x10000000
 CAPABILITY_VERSION_3 = 0x20080522
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -75,7 +75,7 @@ def start(environment: dict[str, str]) -> Path:
         return _started[1]
     folder = Path(tempfile.mkdtemp(prefix="addnorm-zygote-"))       # 0700: no kernel, no other user reaches it
     path = folder / "socket"
-    process = subprocess.Popen([sys.executable, "-P", "-m", "addnorm_grading.zygote", str(path)],
+    process = subprocess.Popen([sys.executable, "-P", "-m", "addnorm_grading.zygote", str(path), str(os.getpid())],
                                cwd="/", env=environment, stdin=subprocess.DEVNULL, close_fds=True,
                                start_new_session=True)
     _started = process, path
@@ -120,9 +120,13 @@ def request_kernel(socket_path: Path, request: dict, descriptors: tuple[int, int
 
 # ---- the zygote ---------------------------------------------------------------------------------------------
 
-def serve(socket_path: Path) -> None:
-    """Import what every kernel needs, then fork a kernel for each request, one at a time, for ever."""
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)          # ends with the grading process
+def serve(socket_path: Path, parent: int) -> None:
+    """Import what every kernel needs, then fork a kernel for each request, one at a time, until the grading
+    process `parent` ends (within a second: it is no longer this process's parent then). Not PR_SET_PDEATHSIG:
+    its signal comes when the *thread* that started the zygote ends, and a grader's kernels start from several
+    threads (the hidden kernel's is one per notebook; a Dask worker grades in a thread of its own), so the zygote
+    would be killed after the first notebook, with the next one's kernel on its way (a 60 s wait for a kernel that
+    never answers)."""
     import ipykernel.kernelapp  # noqa: F401  (the imports every kernel shares, copy-on-write)
     import torch  # noqa: F401
     # not addnorm: a kernel imports it in its sandbox, where it is the copy with the exercise's answers withheld
@@ -132,7 +136,7 @@ def serve(socket_path: Path) -> None:
     os.chmod(socket_path, 0o600)
     listener.listen(16)
     listener.settimeout(1.0)
-    while True:
+    while os.getppid() == parent:
         _reap()
         try:
             connection, _ = listener.accept()
@@ -342,6 +346,6 @@ def _copy_staged(staged: Path, cwd: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) != 3:
         raise SystemExit(__doc__)
-    serve(Path(sys.argv[1]))
+    serve(Path(sys.argv[1]), int(sys.argv[2]))
