@@ -207,6 +207,9 @@ def test_the_scheduler_and_the_workers_speak_tls_with_the_course_certificate(tmp
         assert {p.name for p in named} == files and {str(p.parent) for p in named} == {mount}
         assert spec["volumes"][0]["secret"]["secretName"] == "addnorm-grading-tls"
         assert spec["securityContext"]["runAsUser"] == 1000
+        # Dask's HTTP pages (workers, logs, exceptions) need no login: none served, the port on loopback
+        assert {e["name"]: e["value"] for e in container.get("env", [])}.items() >= remote.NO_PAGES.items(), name
+        assert command[command.index("--dashboard-address") + 1].startswith("127.0.0.1:"), name
 
 
 def reaches(policy: dict, labels: dict) -> bool:

@@ -35,16 +35,15 @@ def tls():
     shutil.rmtree(folder)
 
 
-def tls_options(files: dict[str, str]) -> list[str]:
-    return [f"--tls-ca-file={files['tls_ca_file']}", f"--tls-cert={files['tls_worker_cert']}",
-            f"--tls-key={files['tls_worker_key']}"]
+def engine_env() -> dict[str, str]:
+    """What the course's engine programs run with: this environment and no HTTP pages (remote.NO_PAGES)."""
+    return {**os.environ, **remote.NO_PAGES}
 
 
 def start_scheduler(tls: dict[str, str], port: int) -> subprocess.Popen:
-    """`dask scheduler` on loopback at `port`, TLS with the course's certificate required, once it answers."""
-    process = subprocess.Popen([BIN / "dask", "scheduler", "--protocol=tls", "--host=127.0.0.1", f"--port={port}",
-                                "--no-dashboard", *tls_options(tls)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    """`dask scheduler` on loopback at `port` as the course runs it (remote.scheduler_command), once it answers."""
+    process = subprocess.Popen(remote.scheduler_command(str(BIN / "dask"), "127.0.0.1", port, tls), env=engine_env(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     from distributed import Client
     from distributed.security import Security
     with Client(f"tls://127.0.0.1:{port}", security=Security(**tls, require_encryption=True), timeout=60):
@@ -64,10 +63,11 @@ def scheduler(tls):
 
 def hidden_worker(address: str, tls: dict[str, str], hidden: Path) -> subprocess.Popen:
     """`dask worker` in a mount namespace where `hidden` is an empty tmpfs (util-linux's unshare, as root)."""
-    command = [BIN / "dask", "worker", address, "--nthreads=1", "--nworkers=1", "--no-dashboard", *tls_options(tls)]
+    command = remote.worker_command(str(BIN / "dask"), address, 1, tls)
     return subprocess.Popen(["unshare", "--mount", "--propagation=private", "sh", "-c",
-                             'mount -t tmpfs tmpfs "$1" && shift && exec "$@"', "sh", str(hidden), *map(str, command)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                             'mount -t tmpfs tmpfs "$1" && shift && exec "$@"', "sh", str(hidden), *command],
+                            env=engine_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
 
 
 def course_on_postgres(cluster, tls: dict[str, str], tmp_path: Path) -> Path:
@@ -105,6 +105,45 @@ def test_no_one_reaches_the_scheduler_without_the_certificate(scheduler, tls, tm
         Client(scheduler, security=Security(**other, require_encryption=True), timeout=5)
     for name in ("grading-cert.pem", "grading-key.pem"):        # the course's: its owner's alone
         assert os.stat(Path(tls["tls_ca_file"]).with_name(name)).st_mode & 0o077 == 0
+
+
+PAGES = ["/info/main/workers.html", "/info/main/exceptions.html", "/json/counts.json", "/health", "/metrics"]
+
+
+def served_pages(client) -> dict[str, int]:
+    """Every HTTP port of the scheduler and its workers (their "dashboard" services): page -> status, for the pages
+    Dask serves by default (the workers, the exceptions of failed jobs, counts, health, metrics)."""
+    import requests
+    info = client.scheduler_info()
+    ports = [info["services"]["dashboard"]] + [w["services"]["dashboard"] for w in info["workers"].values()]
+    assert len(ports) >= 2, info
+    return {f"{port}{page}": requests.get(f"http://127.0.0.1:{port}{page}", timeout=10).status_code
+            for port in ports for page in PAGES}
+
+
+def test_the_engine_serves_no_page_to_anyone_on_the_network(scheduler, tls, tmp_path):
+    """Dask answers HTTP beside its TLS port, without authentication, even with --no-dashboard (`dask scheduler` on
+    0.0.0.0:8787): the course's engine, as the hub and the service start it, serves nothing there."""
+    from distributed import Client
+    from distributed.security import Security
+
+    worker = hidden_worker(scheduler, tls, tmp_path) if os.geteuid() == 0 else subprocess.Popen(
+        remote.worker_command(str(BIN / "dask"), scheduler, 1, tls), env=engine_env(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        with Client(scheduler, security=Security(**tls, require_encryption=True), timeout=30) as client:
+            client.wait_for_workers(1, timeout=120)
+            assert set(served_pages(client).values()) == {404}, served_pages(client)
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)
+    client, cluster = remote.connect("", Path(tls["tls_ca_file"]).parent, 1)     # the service's own cluster
+    try:
+        client.wait_for_workers(1, timeout=120)
+        assert set(served_pages(client).values()) == {404}, served_pages(client)
+    finally:
+        client.close()
+        cluster.close()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="hiding the course from the worker needs a mount namespace: root")

@@ -10,7 +10,10 @@ worker (autograde --force: the gradebook holds the submission once); the ledger 
 the service, once.
 
 Nobody reaches the scheduler or a worker without the course's certificate and key (mutual TLS, `certificates`):
-they are made by the service in its state folder, readable by its owner alone.
+they are made by the service in its state folder, readable by its owner alone. Nor do they serve web pages: Dask's
+scheduler and workers answer HTTP beside their TLS port even with `--no-dashboard` (`dask scheduler` on 0.0.0.0:8787,
+with no authentication: the workers, their logs, the exceptions of failed jobs, call stacks), so the course's engine
+runs with no HTTP routes at all (`NO_PAGES`), its empty HTTP port on loopback (`scheduler_command`, `worker_command`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import io
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 from concurrent.futures import CancelledError
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from addnorm_grading.feedback_service.inbound import Submission
+from addnorm_grading.uploads import path_problem
 
 COURSE_FILES = ("nbgrader_config.py", "course.toml", "checks")
 LOST = (CancelledError,)      # a job's future when its scheduler went away (distributed's FutureCancelledError)
@@ -65,13 +68,28 @@ def tar(folder: Path, names: list[str] | None = None) -> bytes:
 
 
 def untar(data: bytes, folder: Path) -> None:
-    """Unpack a tar made by `tar` into folder (tarfile's "data" filter: no absolute or `..` paths, no links out)."""
-    if not hasattr(tarfile, "data_filter"):      # Python 3.11.4 and later: Debian 12's 3.11.2 has no filters
-        raise RuntimeError(f"grading on Dask workers needs Python 3.11.4 or later (tarfile's extraction filters); "
-                           f"this machine runs {sys.version.split()[0]}")
+    """Unpack a tar made by `tar` into folder: regular files and folders only, no absolute or `..` path (else
+    ValueError, before anything is written). Where tarfile has its "data" filter (Python 3.11.4 and later) it
+    extracts too; on an older Python (Debian 12's 3.11.2, which `make hub` builds its environment from) each file
+    is written by its contents alone (no mode, owner or time)."""
     folder.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        archive.extractall(folder, filter="data")
+        members = archive.getmembers()
+        for member in members:
+            reason = path_problem(member.name) or (
+                None if member.isfile() or member.isdir() else f"{member.name} is neither a file nor a folder")
+            if reason:
+                raise ValueError(f"not unpacked: {reason}")
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(folder, filter="data")
+            return
+        for member in members:
+            target = folder / member.name
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.extractfile(member).read())
 
 
 def pack(course: Path, submission: Submission, received: str, db_url: str) -> Job:
@@ -136,6 +154,30 @@ def certificates(folder: Path) -> dict[str, str]:
     return {name: str(path) for name, path in files.items()}
 
 
+NO_PAGES = {"DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES": "[]", "DASK_DISTRIBUTED__WORKER__HTTP__ROUTES": "[]"}
+NO_PAGES_CONFIG = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+
+
+def tls_options(files: dict[str, str]) -> list[str]:
+    """The command-line options of Dask's programs for the course's certificate (`certificates`)."""
+    return [f"--tls-ca-file={files['tls_ca_file']}", f"--tls-cert={files['tls_worker_cert']}",
+            f"--tls-key={files['tls_worker_key']}"]
+
+
+def scheduler_command(dask: str, host: str, port: int, files: dict[str, str]) -> list[str]:
+    """`dask scheduler` on host:port with the course's certificate required; run it with NO_PAGES in its
+    environment (its HTTP port, on loopback, then serves nothing)."""
+    return [dask, "scheduler", "--protocol=tls", f"--host={host}", f"--port={port}", "--no-dashboard",
+            "--dashboard-address=127.0.0.1:0", *tls_options(files)]
+
+
+def worker_command(dask: str, scheduler: str, workers: int, files: dict[str, str]) -> list[str]:
+    """`dask worker` processes of one thread each for the scheduler at `scheduler`, with the course's certificate;
+    run it with NO_PAGES in its environment."""
+    return [dask, "worker", scheduler, "--nthreads=1", f"--nworkers={workers}", "--no-dashboard",
+            "--dashboard-address=127.0.0.1:0", *tls_options(files)]
+
+
 def connect(scheduler: str, tls_folder: Path, workers: int):
     """A Dask client of the scheduler at `scheduler` (tls://…), or of a scheduler and `workers` single-threaded
     worker processes started here on loopback when it is empty; both with the course's certificate, required.
@@ -148,6 +190,8 @@ def connect(scheduler: str, tls_folder: Path, workers: int):
         if not scheduler.startswith("tls://"):
             raise ValueError(f"FeedbackService.scheduler: expected a tls:// address, got {scheduler!r}")
         return Client(scheduler, security=security, timeout=30), None
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, protocol="tls", host="127.0.0.1",
-                           security=security, dashboard_address=None)
+    import dask
+    with dask.config.set(NO_PAGES_CONFIG):         # the nannies hand the configuration on to their workers
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, protocol="tls",
+                               host="127.0.0.1", security=security, dashboard_address=None)
     return Client(cluster, security=security), cluster
