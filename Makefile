@@ -14,7 +14,7 @@
 #   make hub        start a course JupyterHub on 127.0.0.1 with an instructor and three students (root;
 #                   STUDENTS=N for student1..studentN; each user's password in /opt/addnorm-hub/state/passwords)
 #                   PODS=1: no Unix user per person, every server as one user in namespaces of its own, hub
-#                   accounts and the HTTP exchange, as on Kubernetes
+#                   accounts and the HTTP exchange, as on Kubernetes; WORKERS=N: grade on N Dask workers
 #   make hub-enroll CLASS=students.csv   add a class list (nbgrader's students.csv format) to the running hub
 #   make hub-down   stop it and remove its users
 # Every target creates .venv on first use, and re-installs when pyproject.toml changes.
@@ -131,7 +131,7 @@ modern-runs: $(STAMP)
 # /opt/addnorm-hub (from Debian's python3.11, with configurable-http-proxy from npm), then starts it; see hub/.
 hub: sandbox
 	@command -v npm >/dev/null || { $(APT_INSTALL) npm >/dev/null; }
-	@/usr/bin/python3 hub/hubctl.py up $(if $(STUDENTS),--students $(STUDENTS)) $(if $(filter 1 true yes,$(PODS)),--pods)
+	@/usr/bin/python3 hub/hubctl.py up $(if $(STUDENTS),--students $(STUDENTS)) $(if $(filter 1 true yes,$(PODS)),--pods) $(if $(WORKERS),--workers $(WORKERS))
 
 # A class list in nbgrader's students.csv format (id,first_name,last_name,email) into the running hub: a Unix user
 # and a password for each id, and nbgrader's student table.

@@ -364,6 +364,18 @@ def ensure_course(layout: Layout, students: tuple[str, ...]) -> None:
     ready.touch()
 
 
+GRADING_TLS = "feedback-service/tls"              # in the course folder: the grading engine's certificate and key
+
+
+def ensure_grading_certificate(layout: Layout) -> None:
+    """WORKERS=N: the certificate and key that the Dask scheduler, its workers and the feedback service require of
+    each other (mutual TLS), made by the course's owner in the service's own state folder (0700, 0600): no learner
+    can read them, so no learner can reach the engine."""
+    make = ("import sys; from pathlib import Path; from addnorm_grading.feedback_service.remote import certificates; "
+            "certificates(Path(sys.argv[1]))")
+    as_owner(layout, ["python", "-c", make, str(layout.course / GRADING_TLS)])
+
+
 def enroll_in_gradebook(layout: Layout, students: tuple[str, ...]) -> None:
     """nbgrader's student table: every student of the hub (`nbgrader db student import`, one call)."""
     with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False, dir="/tmp") as table:
@@ -373,6 +385,13 @@ def enroll_in_gradebook(layout: Layout, students: tuple[str, ...]) -> None:
         as_owner(layout, ["nbgrader", "db", "student", "import", table.name])
     finally:
         os.unlink(table.name)
+
+
+def recorded_workers() -> str:
+    """The Dask workers the feedback service grades on (state/workers, from `make hub WORKERS=N`); "" for its pool
+    of processes on the hub's machine."""
+    workers = STATE / "workers"
+    return workers.read_text().strip() if workers.is_file() else ""
 
 
 def running_pid(pid_file: Path, command_word: str) -> int | None:
@@ -395,6 +414,7 @@ def hub_environment(layout: Layout) -> dict[str, str]:
         "ADDNORM_HUB_HOME": str(HUB_HOME), "ADDNORM_HUB_PORT": str(PORT), "ADDNORM_HUB_INSTRUCTOR": INSTRUCTOR,
         "ADDNORM_HUB_GROUP": GROUP, "ADDNORM_HUB_COURSE": str(layout.course),
         **(pods if layout.pods else {}),
+        **({"ADDNORM_HUB_WORKERS": workers} if (workers := recorded_workers()) else {}),
     }
 
 
@@ -433,9 +453,11 @@ def start_hub(layout: Layout, students: tuple[str, ...]) -> None:
         f"(root only); stop with `make hub-down`")
 
 
-def up(count: int | None, pods: bool = False) -> None:
-    """Everything `make hub` (PODS=1: `up --pods`) does, in order."""
+def up(count: int | None, pods: bool = False, workers: int | None = None) -> None:
+    """Everything `make hub` (PODS=1: `up --pods`; WORKERS=N: `up --workers N`) does, in order."""
     require_root("hub")
+    if workers is not None and workers < 1:
+        sys.exit(f"[hub] WORKERS: expected a number of Dask workers of at least 1, got {workers}")
     layout = Layout(pods)
     if STATE.is_dir() and recorded_layout() != layout:
         sys.exit(f"[hub] a hub {'with' if recorded_layout().pods else 'without'} PODS=1 was made here: "
@@ -446,6 +468,10 @@ def up(count: int | None, pods: bool = False) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     STATE.chmod(0o700)
     (STATE / "mode").write_text("pods" if pods else "users")
+    if workers is not None and running_pid(STATE / "hub.pid", "jupyterhub") and recorded_workers() != str(workers):
+        sys.exit("[hub] the hub runs with another number of grading workers: `make hub-down` first")
+    if workers is not None:
+        (STATE / "workers").write_text(str(workers))
     students = the_class(count)
     if pods:
         ensure_pod_user()
@@ -458,6 +484,8 @@ def up(count: int | None, pods: bool = False) -> None:
     install_settings()
     ensure_gradebook(layout)
     ensure_course(layout, students)
+    if recorded_workers():
+        ensure_grading_certificate(layout)
     start_hub(layout, students)
 
 
@@ -594,11 +622,13 @@ def main() -> None:
                         help="environment: only build the shared environment and the proxy (no user, no hub)")
     parser.add_argument("table", nargs="?", type=Path, help="enroll: the class list, in students.csv format")
     parser.add_argument("--students", type=int, help="up: a class of student1 … studentN (default: course.toml's)")
+    parser.add_argument("--workers", type=int, help="up: grade on this many Dask workers (FeedbackService.engine="
+                        "dask, a scheduler and workers of the service's own, mutual TLS) instead of a pool of processes")
     parser.add_argument("--pods", action="store_true",
                         help="up: one Unix user for every server, each in namespaces of its own (as on Kubernetes)")
     args = parser.parse_args()
     if args.action == "up":
-        up(args.students, args.pods)
+        up(args.students, args.pods, args.workers)
     elif args.action == "enroll":
         if args.table is None:
             sys.exit("[hub] enroll needs the class list: `make hub-enroll CLASS=students.csv`")

@@ -37,6 +37,10 @@ c.JupyterHub.cookie_secret_file = f"{state}/jupyterhub_cookie_secret"
 c.JupyterHub.cleanup_servers = True                # stopping the hub stops every user's server
 
 pods = os.environ.get("ADDNORM_HUB_MODE") == "pods"
+workers = os.environ.get("ADDNORM_HUB_WORKERS")   # `make hub WORKERS=N`: grading on N Dask workers (the end)
+scheduler = f"tls://127.0.0.1:{port + 4}"
+grading_engine = ([] if not workers else
+                  ["--FeedbackService.engine=dask", f"--FeedbackService.scheduler={scheduler}"])
 
 # --- who may log in: the course's users, each with their own Unix password (PAM) --------------------------------
 c.JupyterHub.authenticator_class = "pam"
@@ -68,11 +72,13 @@ c.Spawner.pre_spawn_hook = role_settings
 
 # --- feedback on submit: a managed service (no URL, so no API anyone can call), run as the instructor -----------
 # It grades each new submission and releases its feedback (addnorm_grading.feedback_service); the hub restarts it
-# when it exits. Its ledger and PID file: <course>/feedback-service/.
+# when it exits. Its ledger and PID file: <course>/feedback-service/. With WORKERS=N it grades on a Dask scheduler
+# and N workers of its own (mutual TLS, its certificates in <course>/feedback-service/tls: no learner can reach them).
 c.JupyterHub.services = [{
     "name": "feedback",
     "user": instructor,
-    "command": [f"{venv_bin}/python", "-m", "addnorm_grading.feedback_service", f"--course={course}"],
+    "command": [f"{venv_bin}/python", "-m", "addnorm_grading.feedback_service", f"--course={course}",
+                *grading_engine],
     "cwd": course,
     "environment": {"PATH": f"{venv_bin}:/usr/bin:/bin", "LANG": "C.UTF-8"},
 }]
@@ -115,11 +121,35 @@ if pods:
          "environment": service_env},
         {"name": "feedback", "user": pod_user, "cwd": course,
          "command": [f"{venv_bin}/python", "-m", "addnorm_grading.feedback_service", f"--course={course}",
-                     f"--FeedbackService.exchange={store}", "--FeedbackService.identity=exchange"],
+                     f"--FeedbackService.exchange={store}", "--FeedbackService.identity=exchange", *grading_engine],
          "environment": {**service_env, "JUPYTER_CONFIG_DIR": f"{homes}/{instructor}/.jupyter"}},  # the gradebook
     ]
     c.JupyterHub.load_roles = [
         {"name": "user", "scopes": ["self", "access:services!service=exchange"]},
         {"name": "server", "scopes": ["users:activity!user", "access:servers!server",
                                       "access:services!service=exchange", "read:users:groups!user"]},
+    ]
+
+
+# --- WORKERS=N: grading on a Dask scheduler and N workers, two more managed services ------------------------------
+# Both run as root, as `make grade` does: a grader that is root forks each sandboxed kernel from a process that has
+# imported torch (addnorm_grading.zygote) and runs learner code as course.toml's kernel user; a grader that is the
+# instructor or the pod user starts a fresh interpreter for each kernel, at about half the rate. The scheduler, the
+# workers and the feedback service require the course's certificate of each other (hub/hubctl.py makes it in the
+# service's state folder, which no learner's server sees), so no learner reaches the engine. The workers get
+# each submission and the course's files from the job, never from the course folder (feedback_service.remote). The
+# hub restarts either when it exits, and stops both with itself. Neither serves a web page (remote.NO_PAGES: Dask's
+# own would show every learner on the machine the workers, their logs and the exceptions of failed jobs).
+if workers:
+    from addnorm_grading.feedback_service import remote     # the hub's environment has the course's library
+
+    tls_folder = f"{course}/feedback-service/tls"
+    tls = {"tls_ca_file": f"{tls_folder}/grading-cert.pem", "tls_worker_cert": f"{tls_folder}/grading-cert.pem",
+           "tls_worker_key": f"{tls_folder}/grading-key.pem"}
+    engine_env = {"PATH": f"{venv_bin}:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/root", **remote.NO_PAGES}
+    c.JupyterHub.services += [
+        {"name": "grading-scheduler", "cwd": "/", "environment": engine_env,
+         "command": remote.scheduler_command(f"{venv_bin}/dask", "127.0.0.1", port + 4, tls)},
+        {"name": "grading-workers", "cwd": "/", "environment": engine_env,
+         "command": remote.worker_command(f"{venv_bin}/dask", scheduler, int(workers), tls)},
     ]

@@ -25,7 +25,7 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parent.parent
 LAST_LINE = re.compile(r"class load: (?P<with>\d+)/(?P<all>\d+) submissions with feedback; submit-to-feedback median "
                        r"(?P<median>[\d.]+) s, max (?P<max>[\d.]+) s; hub API p95 (?P<p95>[\d.]+) s; peak memory "
-                       r"(?P<memory>[\d.]+) GiB")
+                       r"(?P<memory>[\d.]+) GiB; workers (?P<workers>\d+), (?P<rate>[\d.]+) submissions/min")
 
 
 def test_four_students_get_their_feedback_though_the_service_is_killed_mid_grade():
@@ -38,6 +38,7 @@ def test_four_students_get_their_feedback_though_the_service_is_killed_mid_grade
     assert measured, f"the last line is not the summary:\n{output[-4000:]}"
     assert result.returncode == 0, f"the class load found problems:\n{result.stdout[-4000:]}"
     assert measured["with"] == measured["all"] == "4", lines[-1]
+    assert int(measured["workers"]) == os.cpu_count() and float(measured["rate"]) > 0, lines[-1]
     restart = re.search(r"the hub restarted it after (\d+) s", result.stdout)
     assert "killed the feedback service" in result.stdout and restart, result.stdout[-3000:]
     # the submissions in flight at the kill wait for the hub to notice (it polls its services every 30 s)
