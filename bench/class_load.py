@@ -493,6 +493,20 @@ def feedback_file(submission: Path) -> Path:
     return EXCHANGE / "feedback" / f"{notebook_hash(secret=secret, notebook_id=NOTEBOOK)}.html"
 
 
+def graded_once(name: str, student: str, graded: list[Entry], gradebook: dict[str, float],
+                problems: list[str]) -> bool:
+    """Whether the ledger graded submission `name` exactly once (else a problem); its score must be the
+    gradebook's (else a problem too)."""
+    times = [entry for entry in graded if entry.submission == name]
+    if len(times) != 1:
+        problems.append(f"{name} was graded {len(times)} times according to the ledger")
+        return False
+    ledger_score = float(re.search(r"score ([\d.]+)/", times[0].detail).group(1))
+    if abs(gradebook.get(student, -1) - ledger_score) > 1e-9:
+        problems.append(f"{student}: the ledger says {ledger_score}, the gradebook {gradebook.get(student)}")
+    return True
+
+
 def the_books(students: list[str], found: dict) -> tuple[list[float], list[str]]:
     """Ledger, gradebook and exchange agree; each submission's submit-to-feedback seconds."""
     problems, latencies = [], []
@@ -506,13 +520,8 @@ def the_books(students: list[str], found: dict) -> tuple[list[float], list[str]]
             problems.append(f"{student} has {len(own)} submissions of their own in the exchange, expected 1")
             continue
         submission = own[0]
-        times = [entry for entry in graded if entry.submission == submission.name]
-        if len(times) != 1:
-            problems.append(f"{submission.name} was graded {len(times)} times according to the ledger")
+        if not graded_once(submission.name, student, graded, gradebook, problems):
             continue
-        ledger_score = float(re.search(r"score ([\d.]+)/", times[0].detail).group(1))
-        if abs(gradebook.get(student, -1) - ledger_score) > 1e-9:
-            problems.append(f"{student}: the ledger says {ledger_score}, the gradebook {gradebook.get(student)}")
         released = feedback_file(submission)
         if not released.is_file():
             problems.append(f"{student}'s feedback is not in the exchange ({released.name})")
@@ -580,13 +589,8 @@ def http_books(students: list[str], found: dict) -> tuple[list[float], list[str]
             problems.append(f"{student} has {len(theirs)} submissions in the exchange, expected 1")
             continue
         name = f"{student}+{ASSIGNMENT}+{theirs[0]['timestamp']}"
-        times = [entry for entry in graded if entry.submission == name]
-        if len(times) != 1:
-            problems.append(f"{name} was graded {len(times)} times according to the ledger")
+        if not graded_once(name, student, graded, gradebook, problems):
             continue
-        ledger_score = float(re.search(r"score ([\d.]+)/", times[0].detail).group(1))
-        if abs(gradebook.get(student, -1) - ledger_score) > 1e-9:
-            problems.append(f"{student}: the ledger says {ledger_score}, the gradebook {gradebook.get(student)}")
         released = STORE / "feedback" / name / f"{NOTEBOOK}.html"
         if not theirs[0]["feedback"] or not released.is_file():
             problems.append(f"{student}'s feedback is not in the exchange")

@@ -134,7 +134,7 @@ if pods:
 # --- WORKERS=N: grading on a Dask scheduler and N workers, two more managed services ------------------------------
 # Both run as root, as `make grade` does: a grader that is root forks each sandboxed kernel from a process that has
 # imported torch (addnorm_grading.zygote) and runs learner code as course.toml's kernel user; a grader that is the
-# instructor or the pod user starts a fresh interpreter for each kernel, at about half the rate. The scheduler, the
+# instructor or the pod user starts a fresh interpreter for each kernel, at about two thirds of the rate. The scheduler, the
 # workers and the feedback service require the course's certificate of each other (hub/hubctl.py makes it in the
 # service's state folder, which no learner's server sees), so no learner reaches the engine. The workers get
 # each submission and the course's files from the job, never from the course folder (feedback_service.remote). The
@@ -143,9 +143,9 @@ if pods:
 if workers:
     from addnorm_grading.feedback_service import remote     # the hub's environment has the course's library
 
-    tls_folder = f"{course}/feedback-service/tls"
-    tls = {"tls_ca_file": f"{tls_folder}/grading-cert.pem", "tls_worker_cert": f"{tls_folder}/grading-cert.pem",
-           "tls_worker_key": f"{tls_folder}/grading-key.pem"}
+    from pathlib import Path
+
+    tls = remote.certificate_files(Path(course) / "feedback-service" / "tls")    # made by hub/hubctl.py
     engine_env = {"PATH": f"{venv_bin}:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/root", **remote.NO_PAGES}
     c.JupyterHub.services += [
         {"name": "grading-scheduler", "cwd": "/", "environment": engine_env,

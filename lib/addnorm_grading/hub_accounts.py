@@ -17,6 +17,7 @@ loop at its first login would stop every other request of the hub for most of a 
 from __future__ import annotations
 
 import asyncio
+from functools import cached_property
 from pathlib import Path
 
 import bcrypt
@@ -44,6 +45,11 @@ class CourseAccounts(NativeAuthenticator):
     enable_signup = Bool(False, help="Nobody signs up: the instructor's tools make the accounts").tag(config=True)
     allow_all = Bool(True, help="Every account may log in: only the course's are ever made").tag(config=True)
 
+    @cached_property
+    def importing(self) -> asyncio.Lock:
+        """Held while accounts are imported: one import at a time."""
+        return asyncio.Lock()
+
     def new_accounts(self) -> dict[str, str]:
         """The accounts of the file that the database lacks: {normalized name: password}."""
         accounts = {self.normalize_username(name): password
@@ -52,9 +58,7 @@ class CourseAccounts(NativeAuthenticator):
 
     async def import_accounts(self) -> list[str]:
         """Add every account of the file that the database lacks, authorized; return their names."""
-        if not hasattr(self, "_importing"):
-            self._importing = asyncio.Lock()
-        async with self._importing:                  # a second login waits for the first one's import
+        async with self.importing:                   # a second login waits for the first one's import
             wanted = self.new_accounts()
             if not wanted:
                 return []

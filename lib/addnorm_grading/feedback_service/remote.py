@@ -139,19 +139,27 @@ def certificates(folder: Path) -> dict[str, str]:
     first time, 0600 in a 0700 folder), as `distributed.security.Security` arguments. Give them only to the grading
     machines: whoever holds them can run code on the workers, which read the hidden checks."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    cert, key = folder / "grading-cert.pem", folder / "grading-key.pem"
-    if not (cert.is_file() and key.is_file()):
+    files = certificate_files(folder)
+    cert, key = files["tls_ca_file"], files["tls_worker_key"]
+    if not (Path(cert).is_file() and Path(key).is_file()):
         old_umask = os.umask(0o077)
         try:
             subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
-                            "-subj", "/CN=addnorm-grading", "-keyout", str(key), "-out", str(cert)],
+                            "-subj", "/CN=addnorm-grading", "-keyout", key, "-out", cert],
                            check=True, capture_output=True)
         finally:
             os.umask(old_umask)
+    return files
+
+
+def certificate_files(folder: Path) -> dict[str, str]:
+    """Where `certificates` keeps the course's certificate and key in `folder`, as `distributed.security.Security`
+    arguments, without making them (for a program that only reads them: the hub's scheduler and workers)."""
+    cert, key = str(folder / "grading-cert.pem"), str(folder / "grading-key.pem")
     files = {"tls_ca_file": cert}
     for role in ("client", "scheduler", "worker"):
         files[f"tls_{role}_cert"], files[f"tls_{role}_key"] = cert, key
-    return {name: str(path) for name, path in files.items()}
+    return files
 
 
 NO_PAGES = {"DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES": "[]", "DASK_DISTRIBUTED__WORKER__HTTP__ROUTES": "[]"}
