@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -190,3 +191,82 @@ def test_the_zygote_outlives_the_thread_that_started_it_and_ends_with_its_proces
         time.sleep(0.2)
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], \
         "the zygote outlived its grading process"
+
+
+ORPHANED = """
+import os, sys, tempfile
+from pathlib import Path
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+from addnorm_grading import sandbox, zygote
+from addnorm_grading.course import read_course
+from addnorm_grading.execute import KERNELS, SandboxedExecute
+
+limits = read_course(Path(%r)).sandbox
+settings = sandbox.Settings(limits, hidden=(), zygote=str(zygote.start(SandboxedExecute._zygote_environment(limits))))
+connection = sandbox.prepare(Path(tempfile.mkdtemp(prefix="addnorm-kernel-")), settings)
+manager = KernelManager(kernel_name="addnorm-sandbox")
+manager.kernel_spec_manager = KernelSpecManager(kernel_dirs=[str(KERNELS)])
+manager.transport, manager.ip = "ipc", str(connection / "ipc")
+manager.connection_file = str(connection / "kernel.json")
+manager.start_kernel(cwd=%r)
+client = manager.client()
+client.start_channels()
+client.wait_for_ready(timeout=60)
+print(manager.provisioner.process.pid, flush=True)
+os._exit(0)                                   # the grading process is killed: no kernel is shut down
+"""
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below `pid` (children, their children, ...)."""
+    found, queue = [], [pid]
+    while queue:
+        parent = queue.pop()
+        try:
+            children = [int(c) for c in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
+        except OSError:
+            children = []
+        found += children
+        queue += children
+    return found
+
+
+def _running() -> list[int]:
+    """The machine's processes that have not ended (zombies left out)."""
+    running = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                running.append(int(name))
+        except OSError:
+            pass
+    return running
+
+
+def _pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def test_a_killed_grading_process_leaves_no_launcher_and_no_kernel(submission):
+    """A grading process killed with its kernels running (a worker killed mid-grade, `kill -9`) cannot shut them
+    down: each launcher sees that its grading process is gone and ends its sandbox, and the forked kernel with it
+    (left running, they kept their memory and a copy of a submission until the machine restarted)."""
+    grader = subprocess.Popen([sys.executable, "-c", ORPHANED % (str(ROOT / "course.toml"), str(submission))],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    launcher = int(grader.stdout.readline() or 0)
+    assert launcher > 0, grader.communicate(timeout=60)[1]
+    sandboxes = {_pid_namespace(pid) for pid in _descendants(launcher)} - {_pid_namespace(os.getpid()), None}
+    assert sandboxes, "the launcher's sandbox was not found"
+    grader.wait(timeout=60)
+    deadline = time.monotonic() + 15
+    left: list[int] = [launcher]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = [pid for pid in _running() if pid == launcher or _pid_namespace(pid) in sandboxes]
+    for pid in left:                                    # a failing run leaves the machine as it found it
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"left running after their grading process was killed: {left}"

@@ -255,9 +255,10 @@ def waiting_command(connection_file: Path, settings: Settings, info_fd: int) -> 
             "--cap-drop", "ALL", "--", "sh", "-c", 'exec cat "$0" >/dev/null', alive]
 
 
-def forked_kernel(connection_file: Path, kernel_args: list[str], settings: Settings) -> int:
+def forked_kernel(connection_file: Path, kernel_args: list[str], settings: Settings, grader: int) -> int:
     """Start the sandbox with its waiting program, have the zygote fork a kernel into it, and wait for the
-    sandbox's end (its exit status is this launcher's). Raises zygote.ZygoteError (the sandbox is gone then)."""
+    sandbox's end (its exit status is this launcher's) or the end of the grading process `grader`, whichever comes
+    first. Raises zygote.ZygoteError (the sandbox is gone then)."""
     alive = connection_file.parent / zygote.ALIVE
     os.mkfifo(alive)
     os.chmod(alive, 0o602)             # read by root's waiting program, written (held open) by the kernel
@@ -285,7 +286,22 @@ def forked_kernel(connection_file: Path, kernel_args: list[str], settings: Setti
         process.kill()
         process.wait()
         raise
-    return process.wait()
+    return _wait_for_sandbox(process, grader)
+
+
+def _wait_for_sandbox(process: subprocess.Popen, grader: int) -> int:
+    """The sandbox's exit status once it ends; if the grading process `grader` ends first (killed, with no time
+    to shut its kernels down: this launcher is then no longer its child), end the sandbox, and with it the kernel
+    (bwrap's init dies with bwrap, and every process of its PID namespace with the init), and return 1.
+    Not PR_SET_PDEATHSIG, for the zygote's reason (`zygote.serve`): kernels start from threads that end."""
+    while os.getppid() == grader:
+        try:
+            return process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            pass
+    process.kill()
+    process.wait()
+    return 1
 
 
 def _wait_for_program(init: int, argv: list[str], process: subprocess.Popen, seconds: float = 20) -> int:
@@ -348,6 +364,7 @@ def main(argv: list[str]) -> int:
         return 1 if reason else 0
     if not argv:
         raise SystemExit(__doc__)
+    grader = os.getppid()                       # the grading process (jupyter_client starts this launcher)
     connection_file = Path(argv[0]).resolve()
     settings = Settings.read(connection_file)
     stage_submission(Path.cwd(), connection_file.parent)
@@ -355,7 +372,7 @@ def main(argv: list[str]) -> int:
         hand_connection_files_to_grader(connection_file, settings.limits.user)
     if settings.zygote and is_root():
         try:
-            return forked_kernel(connection_file, argv[1:], settings)
+            return forked_kernel(connection_file, argv[1:], settings, grader)
         except zygote.ZygoteError as error:
             print(f"addnorm-sandbox: no forked kernel ({error}); starting the kernel itself", file=sys.stderr)
             (connection_file.parent / zygote.ALIVE).unlink(missing_ok=True)
