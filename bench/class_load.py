@@ -207,6 +207,36 @@ def memory_used() -> int:
     return (int(info["MemTotal"].split()[0]) - int(info["MemAvailable"].split()[0])) * 1024
 
 
+# What a process is, by its command line (the first pattern that matches), for where the class's CPU went.
+PARTS = [("grading (Dask workers, their zygotes and kernels)", ("dask worker", "multiprocessing.spawn",  # dask's
+                                                              "addnorm_grading.zygote", "ipykernel",      # workers
+                                                              "addnorm_grading.sandbox", "bwrap")),
+         ("feedback service and Dask scheduler", ("feedback_service", "dask scheduler")),
+         ("exchange service", ("http_exchange",)),
+         ("learners' and instructor's servers", ("jupyterhub-singleuser", "jupyter-lab", "jupyter_server")),
+         ("hub and proxy", ("bin/jupyterhub", "configurable-http-proxy")),
+         ("PostgreSQL", ("postgres",)),
+         ("browser (the formgrader)", ("chrom", "playwright", "--watch-formgrader")),
+         ("this bench's clients (Locust)", ("class_load.py",))]
+
+
+def cpu_seconds() -> dict[int, tuple[str, float]]:
+    """Every process's part (PARTS, or "other") and the CPU seconds it has used so far (user + system)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            command = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        part = next((part for part, patterns in PARTS if any(p in command for p in patterns)), "other")
+        found[int(name)] = (part, (int(fields[11]) + int(fields[12])) / tick)
+    return found
+
+
 def notebook_of(archive: bytes) -> dict:
     """The assignment's notebook in a tar archive from the exchange service."""
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
@@ -376,9 +406,12 @@ def run_class(students: list[str], passwords: dict[str, str], kill_midway: bool,
                     return
             found["problems"].append(f"{user} had no feedback {feedback_wait:.0f} s after submitting")
 
-    def sample_memory():
+    def sample_memory_and_cpu():
+        first = cpu_seconds()                   # what each process had used when the class started
         while True:
             found["peak"] = max(found["peak"], memory_used())
+            for pid, (part, used) in cpu_seconds().items():
+                found["cpu"][pid] = (part, used - first.get(pid, (part, 0.0))[1])
             gevent.sleep(0.5)
 
     def kill_while_grading():
@@ -398,7 +431,8 @@ def run_class(students: list[str], passwords: dict[str, str], kill_midway: bool,
                 return
             gevent.sleep(0.5)
 
-    helpers = [gevent.spawn(sample_memory)] + ([gevent.spawn(kill_while_grading)] if kill_midway else [])
+    found["cpu"] = {}
+    helpers = [gevent.spawn(sample_memory_and_cpu)] + ([gevent.spawn(kill_while_grading)] if kill_midway else [])
     say(f"the class starts: {len(students)} students over ~50 s")
     started = time.monotonic()
     env.user_classes = [Student]
@@ -414,6 +448,12 @@ def run_class(students: list[str], passwords: dict[str, str], kill_midway: bool,
     stop_file.touch()
     watcher.wait(timeout=180)
     stop_file.unlink(missing_ok=True)
+    class_seconds = time.monotonic() - started
+    by_part: dict[str, float] = {}
+    for part, used in found["cpu"].values():
+        by_part[part] = by_part.get(part, 0.0) + used
+    say(f"CPU during the class ({class_seconds:.0f} s on {os.cpu_count()} cores, processes seen every 0.5 s): "
+        + "; ".join(f"{part} {used:.0f} s" for part, used in sorted(by_part.items(), key=lambda item: -item[1])))
     shown = json.loads(watched.read_text()) if watched.is_file() else {"pages": 0, "errors": ["the watcher died"]}
     say(f"the formgrader was reloaded {shown['pages']} times: {len(shown['errors'])} error pages")
     found["problems"] += [f"formgrader error page: {error}" for error in shown["errors"]]

@@ -451,3 +451,22 @@ def wait_for(found, service, timeout: float = 240):
     service.send_signal(signal.SIGTERM)
     said = service.communicate(timeout=60)[0].decode()
     pytest.fail(f"nothing after {timeout:.0f} s; the service said:\n{said[-4000:]}")
+
+
+def test_the_service_hands_out_the_next_submission_when_a_job_ends_not_at_its_next_look(service):
+    """A worker that has finished gets the next submission at once: the service's wait ends with the job, not
+    poll_interval later (with nothing running it waits the whole interval)."""
+    import threading
+    import time
+    from concurrent.futures import Future
+    service.poll_interval = 0.3
+    started = time.monotonic()
+    service.wait_for_work()
+    assert time.monotonic() - started >= 0.3
+    service.poll_interval = 60.0
+    job = Future()
+    service.running["a"] = (None, job, "grade", None)
+    threading.Timer(0.2, job.set_result, ["score 8/8"]).start()
+    started = time.monotonic()
+    service.wait_for_work()
+    assert job.done() and time.monotonic() - started < 30, "the service slept on past the end of a job"

@@ -17,8 +17,8 @@ sandbox's processes: bwrap's init, the waiting program, the kernel and its child
 copy-on-write, which holds the imports (ipykernel and torch, never addnorm) and nothing else (a fresh interpreter
 started with a clean environment, in /, that reads no file of the course). Its lifetime is the sandbox's: the
 kernel holds the FIFO open, so its end ends the waiting program and with it the sandbox; the sandbox's end (bwrap
-dies with the launcher, which jupyter_client kills, or which ends itself
-when its grading process is gone) kills the kernel.
+dies with the launcher, which jupyter_client kills, or which ends itself when its grading process is gone) kills
+the kernel.
 
 Only for a grader that runs as root (bwrap's namespaces then belong to the initial user namespace, where the
 zygote can join them); otherwise, or with `c.SandboxedExecute.fork_kernels = False`, or when the zygote fails,

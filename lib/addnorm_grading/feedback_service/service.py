@@ -303,6 +303,14 @@ class FeedbackService(Application):
             self.log.info("%s: %s", name, detail)
             self.ledger.record(name, "graded" if kind == "grade" else "full feedback", detail)
 
+    def wait_for_work(self) -> None:
+        """Sleep until the next look at the inbound folder (poll_interval from now), or until a running job ends
+        first: its worker is free then, and the next submission goes to it at once, not up to poll_interval later
+        (a worker idle for a second after each grading of two or three seconds)."""
+        deadline = time.monotonic() + self.poll_interval
+        while time.monotonic() < deadline and not any(future.done() for _, future, *_ in self.running.values()):
+            time.sleep(0.05)
+
     def start(self):
         """Write the PID file, then look for work every poll_interval until SIGTERM."""
         self.pid_file.write_text(f"{os.getpid()}\n")
@@ -323,7 +331,7 @@ class FeedbackService(Application):
                 if len(self.running) >= self.workers:
                     break
                 self.start_job(pool, submission, kind)
-            time.sleep(self.poll_interval)
+            self.wait_for_work()
         pool.shutdown(wait=False, cancel_futures=True)  # the workers die with this process (PR_SET_PDEATHSIG)
         if self.client is not None:
             self.client.close()
