@@ -538,6 +538,28 @@ def process_ids_of(uids: set[int]) -> list[int]:
     return found
 
 
+def process_ids_started_from(environment: Path) -> list[int]:
+    """The PIDs of every process whose command starts with a program of `environment` (the hub's managed services,
+    the Dask scheduler and workers among them, run as root: no user's processes), this one and its callers left out."""
+    ours, pid = set(), os.getpid()
+    while pid > 1:                                    # hubctl itself and whatever started it
+        ours.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    prefix = str(environment).encode() + b"/"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) not in ours:
+            try:
+                if (entry / "cmdline").read_bytes().startswith(prefix) and not _is_zombie(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:
+                pass                                  # it ended meanwhile
+    return found
+
+
 def stop(pids: list[int], grace: float = 10) -> None:
     """SIGTERM each PID, then SIGKILL what is still alive after `grace` seconds."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2)):
@@ -585,6 +607,9 @@ def down() -> None:
     servers = [pid for pid in recorded_server_pids() if Path(f"/proc/{pid}").exists()
                and Path(f"/proc/{pid}").stat().st_uid in ours]
     stop([pid for pid in [proxy, *servers] if pid])
+    # a hub that had to be killed (SIGKILL after 30 s) stopped none of its managed services: the Dask scheduler left
+    # on its port would take the next hub's workers, with the old certificate (every grading then fails on TLS)
+    stop(process_ids_started_from(VENV))
     if (GRADEBOOK / "data").is_dir() and (VENV / "bin" / "python").exists() and names:
         subprocess.run([str(VENV / "bin" / "python"), "-m", "addnorm_grading.postgres", "down", str(GRADEBOOK),
                         "--owner", layout.owner], capture_output=True)     # cleanly; what is left is stopped below
@@ -593,6 +618,9 @@ def down() -> None:
         if not left:
             break
         stop(left)
+    if (VENV / "bin" / "python").exists():         # the servers' control groups, which a killed hub left behind
+        subprocess.run([str(VENV / "bin" / "python"), "-m", "addnorm_grading.cgroups", "remove-all"],
+                       capture_output=True)
     for name in names:
         has_home = Path(pwd.getpwnam(name).pw_dir).is_dir()     # the pod user has none
         run(["userdel", *(["--remove"] if has_home and name != POD_USER else []), name])

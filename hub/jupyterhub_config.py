@@ -147,9 +147,10 @@ if workers:
 
     tls = remote.certificate_files(Path(course) / "feedback-service" / "tls")    # made by hub/hubctl.py
     engine_env = {"PATH": f"{venv_bin}:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/root", **remote.NO_PAGES}
+    with_the_hub = ["setpriv", "--pdeathsig=KILL", "--"]    # killed with the hub, should it die without stopping them
     c.JupyterHub.services += [
         {"name": "grading-scheduler", "cwd": "/", "environment": engine_env,
-         "command": remote.scheduler_command(f"{venv_bin}/dask", "127.0.0.1", port + 4, tls)},
+         "command": with_the_hub + remote.scheduler_command(f"{venv_bin}/dask", "127.0.0.1", port + 4, tls)},
         {"name": "grading-workers", "cwd": "/", "environment": engine_env,
-         "command": remote.worker_command(f"{venv_bin}/dask", scheduler, int(workers), tls)},
+         "command": with_the_hub + remote.worker_command(f"{venv_bin}/dask", scheduler, int(workers), tls)},
     ]

@@ -5,15 +5,16 @@ and mount namespaces of its own (addnorm_grading.hub_spawner); people log in on 
 account (addnorm_grading.hub_accounts: NativeAuthenticator, sign-up closed); graded work travels over the HTTP
 exchange service, and the feedback service grades what it received into the PostgreSQL gradebook.
 
-The test starts it as a person does (`make hub PODS=1 STUDENTS=2`), enrols one more student while it runs
+The test starts it as a person does (`make hub PODS=1 STUDENTS=2 WORKERS=1`: grading on a Dask worker), enrols one more student while it runs
 (`make hub-enroll`), and then, over HTTP as a browser would: nobody logs in with another's password and nobody
 signs up; each person makes a token of their own from their login (the hub's own API); the instructor releases
 from the formgrader; both students fetch and submit from the Assignment List (student1 a correct solution,
 student2 the blank notebook); the feedback service grades both as theirs into the gradebook, which the
 formgrader shows; student1 fetches their feedback through the Assignment List; the exchange refuses student1
 student2's submissions. Inside student1's server (entered with nsenter, as the pod user): no other person's
-folder, no exchange store, no gradebook password, no other server's process. `make hub-down` then leaves no
-user, folder or process. Needs root (it creates the pod user): skipped otherwise, with that reason.
+folder, no exchange store, no gradebook password, no other server's process. Last, the hub is killed outright
+(SIGKILL: it stops none of its services) and takes the Dask scheduler and worker with it; `make hub-down` then
+leaves no user, folder or process. Needs root (it creates the pod user): skipped otherwise, with that reason.
 """
 
 from __future__ import annotations
@@ -84,6 +85,20 @@ def own_token(user: str, password: str) -> str:
     return made.json()["token"]
 
 
+def started_from_the_hubs_environment() -> list[str]:
+    """The command lines of running processes whose program is in the hub's environment (its services among them)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] if command else "Z"
+        except OSError:
+            continue
+        if command.startswith(str(HUB_HOME / "venv").encode() + b"/") and state != "Z":
+            found.append(command.replace(b"\0", b" ").decode(errors="replace"))
+    return found
+
+
 def processes_of(uid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -97,9 +112,10 @@ def processes_of(uid: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory) -> Iterator[dict]:
-    """`make hub PODS=1 STUDENTS=2`, one student enrolled, every person's token and server; `make hub-down` after."""
+    """`make hub PODS=1 STUDENTS=2 WORKERS=1`, one student enrolled, every person's token and server; `make hub-down`
+    after."""
     make("hub-down")                                   # a clean course, whatever ran before
-    started = make("hub", "PODS=1", "STUDENTS=2")
+    started = make("hub", "PODS=1", "STUDENTS=2", "WORKERS=1")
     assert started.returncode == 0, f"make hub PODS=1 failed:\n{started.stdout[-4000:]}\n{started.stderr[-4000:]}"
     class_list = tmp_path_factory.mktemp("class") / "students.csv"
     class_list.write_text(f"id,first_name,last_name,email\n{ENROLLED},Ada,Lovelace,ada@example.org\n")
@@ -125,6 +141,7 @@ def hub(tmp_path_factory) -> Iterator[dict]:
         with pytest.raises(KeyError):
             pwd.getpwnam(POD_USER)
         assert not processes_of(uid), "make hub-down left processes of the pod user"
+        assert not started_from_the_hubs_environment(), "make hub-down left processes of the hub's environment"
         assert not any(path.exists() for path in (HOMES, STORE, GRADEBOOK, STATE)), "make hub-down left folders"
         assert not [folder for user in PEOPLE for folder in cgroups.folders(user) if folder.exists()], \
             "make hub-down left servers' control groups"
@@ -239,3 +256,15 @@ def test_a_learners_server_sees_only_its_own_folder(submitted):
     assert NOTEBOOK in inside_server(FIRST, f"ls /home/{POD_USER}/{ASSIGNMENT}").stdout                 # their own work
     teacher = inside_server(INSTRUCTOR, f"test -r {GRADEBOOK}/password && ls /home/{POD_USER}/{COURSE_ID}")
     assert teacher.returncode == 0 and "solutions" in teacher.stdout.split(), teacher.stdout + teacher.stderr
+
+
+def test_a_hub_killed_outright_takes_its_grading_engine_with_it(hub):
+    """JupyterHub stops its managed services when it stops, not when it is killed (`make hub-down` kills a hub that
+    takes over 30 s): the Dask scheduler and workers die with it, so that no scheduler left on its port takes the
+    next hub's workers with an old certificate (every grading then failed on TLS). Runs last: the hub is gone after."""
+    engine = [command for command in started_from_the_hubs_environment() if "bin/dask " in command]
+    assert any(" scheduler " in command for command in engine) and any(" worker " in command for command in engine), \
+        f"no Dask scheduler and worker run beside the hub: {engine}"
+    os.kill(int((STATE / "hub.pid").read_text()), 9)
+    wait_until(lambda: not [command for command in started_from_the_hubs_environment() if "bin/dask " in command],
+               "the Dask scheduler and workers did not die with the hub", timeout=30)
