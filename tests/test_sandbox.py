@@ -4,7 +4,8 @@ One class, one assignment (01_residual): a correct student, and students whose o
 extra cell, placed before the tests, that attacks the grader — reads the hidden tests, rewrites the gradebook,
 writes outside its scratch folder, forks without end, allocates 8 GiB, connects to a port this test listens on,
 kills its parent and every process it can see, loops forever, exits, or floods its output. Each attack must have
-no effect outside the submission, the grader must finish, and every other student must be graded as usual. No
+no effect outside the submission, the grader must finish, and every other student must be graded as usual. A few
+slow students are graded in a copy of the course by a second `nbgrader autograde` at the same time. No
 opt-out is used: these tests fail (not skip) on a machine without the sandbox. Marked slow (a few minutes).
 """
 
@@ -13,11 +14,13 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -446,42 +449,61 @@ def gradebook_rows(course: Path) -> dict[str, list[tuple]]:
                                                      "submitted_notebook", "student"}}
 
 
+# students graded in a second course folder, by a second plain `nbgrader autograde` at the same time as the first
+# (each waits out a cell's time limit or floods its outputs: half of the class's grading time); the others, the
+# traces students among them (each must find nothing of the kernels graded before it), in the first
+BESIDE = ("infinite_loop", "floods_output", "floods_observations", "sends_a_message_nested_too_deep")
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """A class of one correct student and one student per attack, autograded with a plain `nbgrader autograde`."""
+    """A class of one correct student and one student per attack, autograded with a plain `nbgrader autograde`:
+    the students of BESIDE in a copy of the course, by a second one running at the same time."""
     check = subprocess.run([sys.executable, "-m", "addnorm_grading.sandbox", "--check"], cwd=ROOT,
                            capture_output=True, text=True)
     assert check.returncode == 0, f"the grading sandbox does not work here: {check.stdout}{check.stderr}"
     base = tmp_path_factory.mktemp("sandbox")
     course = coursework.make_course(base / "course")
+    beside = Path(shutil.copytree(course, base / "beside"))
     drop = base / "drop"
     drop.mkdir()
     drop.chmod(0o1777)                                  # anyone may write here: the sandbox must still stop it
     listener = Listener()
-    before = gradebook_rows(course)
+    before = {folder: gradebook_rows(folder) for folder in (course, beside)}
     fill = {"course": course, "port": listener.port, "drop": drop, "assignment": ASSIGNMENT, "notebook": NOTEBOOK,
             "secrets": repr([*SECRET_LINES, "SQLite format"])}
     coursework.submit(course, "correct", ASSIGNMENT, {f"{NOTEBOOK}.ipynb": nbformat.writes(solution())})
     coursework.submit(course, "names_files_with_escapes", ASSIGNMENT, {
         f"{NOTEBOOK}.ipynb": nbformat.writes(solution()), FORGED_LOG_NAME: "{}", "y\x1b]0;set-title\x07.txt": "data"})
     for student, code in ATTACKS.items():
-        coursework.submit(course, student, ASSIGNMENT, {f"{NOTEBOOK}.ipynb": submissions.with_cell_before_tests(nbformat.writes(solution()), code.format(**fill))})
+        coursework.submit(beside if student in BESIDE else course, student, ASSIGNMENT, {
+            f"{NOTEBOOK}.ipynb": submissions.with_cell_before_tests(nbformat.writes(solution()), code.format(**fill))})
     with_script = nbformat.reads(submissions.with_cell_before_tests(
         nbformat.writes(solution()), ATTACKS["shows_a_script"].format(**fill)), as_version=4)
     with_script.cells.append(nbformat.v4.new_markdown_cell(MARKDOWN_SCRIPT))       # a markdown cell of their own
     coursework.submit(course, "shows_a_script", ASSIGNMENT, {f"{NOTEBOOK}.ipynb": nbformat.writes(with_script)})
     env = {k: v for k, v in coursework.nbgrader_env().items() if k != "ADDNORM_UNSAFE_GRADING"}
     env["OMP_NUM_THREADS"] = "2"                        # the sandbox decides: one thread per kernel
-    process = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
-                                f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"],
-                               cwd=course, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = PeakMemory(process.pid)
-    stdout, stderr = process.communicate(timeout=1500)
-    run = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    processes = [subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
+                                   f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}"],
+                                  cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for folder in (course, beside)]
+    peaks = [PeakMemory(process.pid) for process in processes]
+    with ThreadPoolExecutor(len(processes)) as pool:
+        outputs = list(pool.map(lambda process: process.communicate(timeout=1500), processes))
+    run = subprocess.CompletedProcess(processes[0].args, max(process.returncode for process in processes),
+                                      "".join(stdout for stdout, _ in outputs), "".join(stderr for _, stderr in outputs))
     listener.close()
-    return {"course": course, "drop": drop, "run": run, "log": run.stdout + run.stderr, "peak_bytes": peak.stop(),
-            "scores": coursework.scores(course), "connections": listener.connections,
-            "gradebook_before": before, "gradebook_after": gradebook_rows(course)}
+    return {"course": course, "beside": beside, "drop": drop, "run": run, "log": run.stdout + run.stderr,
+            "peak_bytes": max(peak.stop() for peak in peaks),
+            "scores": coursework.scores(course) | coursework.scores(beside), "connections": listener.connections,
+            "gradebook_before": before, "gradebook_after": {folder: gradebook_rows(folder) for folder in before}}
+
+
+def autograded_notebook(graded, student: str) -> Path:
+    """The student's autograded notebook, in whichever of the two course folders they were graded."""
+    course = graded["beside"] if student in BESIDE else graded["course"]
+    return course / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
 
 
 class PeakMemory(threading.Thread):
@@ -508,7 +530,7 @@ class PeakMemory(threading.Thread):
 
 
 def graded_outputs(graded, student: str) -> str:
-    return outputs_text(graded["course"] / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+    return outputs_text(autograded_notebook(graded, student))
 
 
 def points(graded, student: str) -> tuple[float, float]:
@@ -567,7 +589,7 @@ def test_the_gradebook_and_the_course_folder_cannot_be_written(graded):
 
 
 def test_the_launchers_settings_are_out_of_the_kernels_reach(graded):
-    text = outputs_text(graded["course"] / "autograded" / "reads_sandbox_settings" / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+    text = outputs_text(autograded_notebook(graded, "reads_sandbox_settings"))
     assert "CONNECTION FOLDER SEEN True SETTINGS FOUND []" in text, text[-2000:]
 
 
@@ -665,7 +687,7 @@ def test_sys_exit_is_an_error_in_its_cell_only(graded):
 
 @pytest.mark.parametrize("student", ["floods_output", "floods_one_line", "floods_observations"])
 def test_output_flooding_is_cut_short(graded, student):
-    path = graded["course"] / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    path = autograded_notebook(graded, student)
     assert path.stat().st_size < 2_000_000
     assert "flood" in outputs_text(path)
     if student == "floods_one_line":          # many lines are cut by LimitOutput, one long line as it arrives
@@ -675,7 +697,7 @@ def test_output_flooding_is_cut_short(graded, student):
 def test_messages_of_the_kernels_making_reach_neither_the_log_nor_the_notebook(graded):
     """nbclient would log the made-up types by name and stop on the malformed outputs; the update would write
     100 MB: the notebook is graded (full marks, see above), small, and nbgrader's log holds none of it."""
-    path = graded["course"] / "autograded" / "forges_kernel_messages" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    path = autograded_notebook(graded, "forges_kernel_messages")
     assert path.stat().st_size < 5_000_000
     assert "FORGED" in outputs_text(path)
     for forged in ("database is locked", "FORGED-TYPE", "\x1b[2J", "unhandled iopub"):
@@ -741,7 +763,7 @@ def test_the_formgrader_shows_a_learners_markdown_without_running_it(graded):
     config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
     resources = {"assignment_id": ASSIGNMENT, "notebook_id": NOTEBOOK, "submission_id": "x", "index": 0, "total": 1,
                  "base_url": "", "student": "shows_a_script", "last_name": "", "first_name": "", "notebook_path": "/x"}
-    path = graded["course"] / "autograded" / "shows_a_script" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    path = autograded_notebook(graded, "shows_a_script")
     html, _ = HTMLExporter(config=config).from_filename(str(path), resources=resources)
     assert "My answer." in html and "<img src=x onerror" not in html and "javascript:document.title" not in html
 
