@@ -11,7 +11,8 @@ is a link or holds one, or a file or folder in it belongs to another Unix user. 
 `c.ExchangeFactory.collect`) never collects a refused submission — not the named student's own, or breaking a rule
 of what a submission may hold (addnorm_grading.uploads: size, file count, names, notebooks that parse); both checked
 with nbgrader's `check_owner` on, its default — (it is logged, and an earlier genuine one of the same student is
-collected instead) and copies only regular files and folders. The feedback service
+collected instead) and copies only regular files and folders, each read through the descriptor of the folder
+that was opened (`copy_submission`: a folder swapped for a link while it is copied is never followed). The feedback service
 (addnorm_grading.feedback_service) makes the same checks before it grades.
 
 Times: nbgrader's collect takes a submission's time from its folder's name, which the student wrote, to pick the
@@ -23,9 +24,11 @@ folder's last change) and writes it as the collected submission's timestamp.txt.
 from __future__ import annotations
 
 import datetime
+import errno
 import os
 import pwd
 import shutil
+import stat
 
 from pathlib import Path
 
@@ -79,13 +82,101 @@ def refusal(folder: str, student: str) -> str | None:
     return None
 
 
-def copy_submission(src: str, dest: str, ignore=None) -> None:
-    """Copy a submission folder's regular files and folders to `dest`, leaving every symbolic link out."""
-    def leave_out(directory, names):
-        usual = set(ignore(directory, names)) if ignore else set()
-        return usual | {name for name in names if os.path.islink(os.path.join(directory, name))}
+class SubmissionTooLarge(RuntimeError):
+    """A submission that grew past course.toml's [uploads] while it was being copied (it was checked before)."""
 
-    shutil.copytree(src, dest, ignore=leave_out)
+
+def copy_submission(src: str, dest: str, ignore=None, limits: UploadLimits | None = None) -> None:
+    """Copy a submission folder's regular files and folders to `dest` (a new folder), never through a symbolic link.
+
+    A submission folder is the student's to change while it is copied: a folder checked and found free of links can
+    be swapped for a link to an instructor's folder between the moment a copy lists it and the moment it reads it
+    (a learner can watch the copy open their files). So each folder is opened with O_NOFOLLOW and read through its
+    descriptor, each file opened with O_NOFOLLOW relative to its folder's descriptor: what a name points to after
+    the folder was opened is never reached. Links, devices, pipes and sockets are left out; `ignore` is nbgrader's
+    (folder path, names) -> names to leave out; past `limits`, SubmissionTooLarge (and dest is removed)."""
+    root = _open_nofollow(src, None, os.O_DIRECTORY)
+    if root is None:
+        raise FileNotFoundError(f"{src} is not a folder (or it is a symbolic link)")
+    budget = {"files": limits.files if limits else None, "bytes": limits.size_bytes if limits else None}
+    try:
+        _copy_folder(root, src, Path(dest), ignore, budget)
+    except SubmissionTooLarge:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    finally:
+        os.close(root)
+
+
+def _open_nofollow(name: str, folder: int | None, flags: int) -> int | None:
+    """A descriptor of `name` (relative to the folder descriptor `folder`), or None when it is a link, is not of the
+    kind asked for, or has gone."""
+    try:
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | flags, dir_fd=folder)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.ENXIO):
+            return None
+        raise
+
+
+def _spend(budget: dict, files: int, size: int, where: str) -> None:
+    """Count one file or folder (and its bytes) against what a submission may hold."""
+    for key, amount in (("files", files), ("bytes", size)):
+        if budget[key] is not None:
+            budget[key] -= amount
+            if budget[key] < 0:
+                raise SubmissionTooLarge(f"the submission grew past its limit of {key} while it was copied "
+                                         f"(at {where})")
+
+
+def _copy_folder(folder: int, shown: str, dest: Path, ignore, budget: dict) -> None:
+    """Copy the open folder `folder` (its path `shown`, for `ignore` and messages) into the new folder dest."""
+    dest.mkdir()
+    names = sorted(entry.name for entry in os.scandir(folder))
+    left_out = set(ignore(shown, names)) if ignore else set()
+    for name in names:
+        if name in left_out:
+            continue
+        try:
+            kind = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(kind):
+            child = _open_nofollow(name, folder, os.O_DIRECTORY)
+            if child is not None:
+                try:
+                    _spend(budget, 1, 0, os.path.join(shown, name))
+                    _copy_folder(child, os.path.join(shown, name), dest / name, ignore, budget)
+                finally:
+                    os.close(child)
+        elif stat.S_ISREG(kind):
+            child = _open_nofollow(name, folder, os.O_NONBLOCK)      # a FIFO put there meanwhile: no wait
+            if child is not None:
+                try:
+                    _copy_file(child, dest / name, budget, os.path.join(shown, name))
+                finally:
+                    os.close(child)
+    info = os.fstat(folder)
+    os.chmod(dest, stat.S_IMODE(info.st_mode) | stat.S_IRWXU)
+    os.utime(dest, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+def _copy_file(source: int, dest: Path, budget: dict, where: str) -> None:
+    """Copy the open file `source` (a regular file, checked on the descriptor itself) to the new file dest."""
+    info = os.fstat(source)
+    if not stat.S_ISREG(info.st_mode):
+        return
+    _spend(budget, 1, info.st_size, where)
+    with open(source, "rb", closefd=False) as reader, open(dest, "xb") as writer:
+        copied = 0
+        while chunk := reader.read(1 << 20):
+            grown = max(0, copied + len(chunk) - max(copied, info.st_size))   # written to since it was opened
+            if grown:
+                _spend(budget, 0, grown, where)
+            copied += len(chunk)
+            writer.write(chunk)
+    os.chmod(dest, stat.S_IMODE(info.st_mode) | stat.S_IRUSR | stat.S_IWUSR)
+    os.utime(dest, ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
 class SafeCollect(ExchangeCollect):
@@ -137,7 +228,8 @@ class SafeCollect(ExchangeCollect):
             raise RuntimeError(f"Directory size is too big. Size is {size}, maximum size is "
                                f"{1000 * self.coursedir.max_dir_size}")
         copy_submission(src, dest, ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
-                                                   max_file_size=self.coursedir.max_file_size, log=self.log))
+                                                   max_file_size=self.coursedir.max_file_size, log=self.log),
+                        self.upload_limits())
         write_receipt(Path(dest), self.receipt(src))             # measured after the copy: a change meanwhile counts
         if self.coursedir.groupshared:
             for directory, _, files in os.walk(dest):

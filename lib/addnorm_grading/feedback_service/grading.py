@@ -20,6 +20,7 @@ from nbgrader.apps import NbGraderAPI
 from nbgrader.apps.nbgraderapp import NbGraderApp
 from nbgrader.utils import ignore_patterns
 
+from addnorm_grading.course import read_course
 from addnorm_grading.feedback import before_due
 from addnorm_grading.exchange import copy_submission
 from addnorm_grading.feedback_service.inbound import Submission
@@ -87,7 +88,8 @@ def collect(submission: Submission) -> datetime.datetime:
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     copy_submission(str(submission.path), str(dest), ignore_patterns(
-        exclude=coursedir.ignore, include=coursedir.include, max_file_size=coursedir.max_file_size, log=api.log))
+        exclude=coursedir.ignore, include=coursedir.include, max_file_size=coursedir.max_file_size, log=api.log),
+        read_course(Path(coursedir.root) / "course.toml").uploads)
     received = submission.received if submission.stamped_by_exchange else \
         receipt_time(submission.path, submission.received)
     write_receipt(dest, received)
