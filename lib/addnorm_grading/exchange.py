@@ -99,6 +99,7 @@ def copy_submission(src: str, dest: str, ignore=None, limits: UploadLimits | Non
     if root is None:
         raise FileNotFoundError(f"{src} is not a folder (or it is a symbolic link)")
     budget = {"files": limits.files if limits else None, "bytes": limits.size_bytes if limits else None}
+    Path(dest).parent.mkdir(parents=True, exist_ok=True)            # as shutil.copytree does
     try:
         _copy_folder(root, src, Path(dest), ignore, budget)
     except SubmissionTooLarge:
