@@ -100,7 +100,9 @@ def pack(course: Path, submission: Submission, received: str, db_url: str) -> Jo
     solutions = Path("solutions") / submission.assignment
     names = [*COURSE_FILES, str(solutions)] if (course / solutions).is_dir() else list(COURSE_FILES)
     return Job(submission.name, submission.student, submission.assignment, received, db_url,
-               tar(course, names), tar(submission.path))
+               tar(course, names),
+               tar(course / "submitted" / submission.student / submission.assignment))   # the service's own copy
+               # (grading.collect, link-safe), never the inbound folder, which the learner may change meanwhile
 
 
 def grade(job: Job) -> Graded:
