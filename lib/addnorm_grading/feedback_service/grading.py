@@ -78,12 +78,18 @@ def _check(step: str, result: dict) -> None:
         raise RuntimeError(f"{step} failed: {said[-1].strip() if said else log.strip()[-300:]}")
 
 
+def collected_folder(submission: Submission) -> Path:
+    """Where `collect` puts the submission: submitted/<student>/<assignment>/ of the course."""
+    coursedir = api.coursedir
+    return Path(coursedir.format_path(coursedir.submitted_directory, submission.student, submission.assignment))
+
+
 def collect(submission: Submission) -> datetime.datetime:
     """Copy the submission into submitted/<student>/<assignment>/, replacing what was there (no symbolic link), with
     its receipt time as its timestamp.txt (taken after the copy: a file changed meanwhile makes it later); return
     that time."""
     coursedir = api.coursedir
-    dest = Path(coursedir.format_path(coursedir.submitted_directory, submission.student, submission.assignment))
+    dest = collected_folder(submission)
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)

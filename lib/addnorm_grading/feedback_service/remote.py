@@ -97,12 +97,14 @@ def pack(course: Path, submission: Submission, received: str, db_url: str) -> Jo
     if not db_url.startswith("postgresql"):
         raise ValueError(f"grading on Dask workers needs the gradebook in PostgreSQL (CourseDirectory.db_url), "
                          f"got {db_url.split(':', 1)[0]}: a worker on another machine cannot write a SQLite file")
+    from addnorm_grading.feedback_service import grading
+
+    # the service's own copy, made by grading.collect through folder descriptors: never the inbound folder, which
+    # the learner may change while it is read
     solutions = Path("solutions") / submission.assignment
     names = [*COURSE_FILES, str(solutions)] if (course / solutions).is_dir() else list(COURSE_FILES)
     return Job(submission.name, submission.student, submission.assignment, received, db_url,
-               tar(course, names),
-               tar(course / "submitted" / submission.student / submission.assignment))   # the service's own copy
-               # (grading.collect, link-safe), never the inbound folder, which the learner may change meanwhile
+               tar(course, names), tar(grading.collected_folder(submission)))
 
 
 def grade(job: Job) -> Graded:
