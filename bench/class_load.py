@@ -18,8 +18,9 @@ over the first ~50 s (Locust's spawn rate), fetches, writes an answer into the f
 wrong, blank and tests/test_sandbox.py's hostile ones; no student kernel runs), submits, and asks for feedback
 every few seconds until it is there, then opens it. Through a server that is the Assignment List's own requests
 and the Jupyter contents API; without one, the exchange's fetch (a tar archive), submit, list and feedback.
-Meanwhile a real headless Chromium keeps reloading the instructor's formgrader (its gradebook and submissions
-pages) and records any error page. With --kill-midway the service is killed (SIGKILL, by the PID in its PID file)
+Meanwhile a real headless Chromium opens the instructor's formgrader (its gradebook, submissions and students
+pages) again every LOOK seconds and records any error page. The clients and the browser run at a lower priority
+than the hub (nice CLIENTS_NICE): in a class they are on the learners' and the instructor's own machines. With --kill-midway the service is killed (SIGKILL, by the PID in its PID file)
 while it grades; the hub restarts it.
 
 After the class: one student submits in another's name and one puts a submission with a symbolic link in (on the
@@ -79,6 +80,9 @@ EXCHANGE_API = f"{BASE}/services/exchange/api/{COURSE_ID}"
 RATE = 24                  # submissions of 01_residual per minute per worker, warm (bench/grading_scale.py, README)
 COLD_START = 10            # seconds: a worker's first grading starts its zygote and imports nbgrader
 NOTICED = 5                # seconds before the service hands a submission out: it settles 3 s, the service polls every 2
+LOOK = 5                   # seconds between two of the formgrader pages the instructor's browser opens
+CLIENTS_NICE = 10          # the learners' clients and the instructor's browser run on their own machines in a real
+                           # class: here they yield the cores to the hub and its grading
 ASSIGNMENT, NOTEBOOK = "01_residual", "residual"
 HOSTILE = ["reads_hidden_tests", "writes_gradebook", "kills_parent", "network", "fork_bomb", "sys_exit",
            "floods_output"]                   # tests/test_sandbox.py's attacks that end quickly
@@ -168,8 +172,9 @@ def filled_in(fetched: dict, answer: str, extra: str) -> dict:
 
 
 def watch_formgrader(password: str, stop_file: Path, out: Path) -> None:
-    """Log the instructor in (headless Chromium) and reload the formgrader's pages until stop_file exists; write
-    {"pages": n, "errors": [...]} to out. Runs in a process of its own (Locust's gevent patches this one)."""
+    """Log the instructor in (headless Chromium) and open the formgrader's three pages, again every LOOK seconds,
+    until stop_file exists; write {"pages": n, "errors": [...]} to out. Runs in a process of its own (Locust's
+    gevent patches this one), at a lower priority (CLIENTS_NICE)."""
     from playwright.sync_api import sync_playwright
     errors, pages = [], 0
     with sync_playwright() as p:
@@ -193,6 +198,7 @@ def watch_formgrader(password: str, stop_file: Path, out: Path) -> None:
                 if response is None or response.status >= 400 or any(word in text for word in ERROR_WORDS):
                     errors.append(f"{url}: HTTP {response.status if response else '?'}")
                     page.screenshot(path=str(out.with_suffix(f".error{len(errors)}.png")))
+            page.wait_for_timeout(LOOK * 1000)        # an instructor looking, not a reload loop
         page.screenshot(path=str(out.with_suffix(".png")), full_page=True)
         browser.close()
     out.write_text(json.dumps({"pages": pages, "errors": errors}))
@@ -316,7 +322,8 @@ def run_class(students: list[str], passwords: dict[str, str], kill_midway: bool,
     watched = ROOT / "_build" / "screenshots" / "class_load" / "formgrader.json"
     watched.parent.mkdir(parents=True, exist_ok=True)
     watcher = subprocess.Popen([sys.executable, __file__, "--watch-formgrader", str(stop_file), str(watched)],
-                               stdin=subprocess.PIPE, text=True)
+                               stdin=subprocess.PIPE, text=True, preexec_fn=lambda: os.nice(CLIENTS_NICE))
+    os.nice(CLIENTS_NICE)         # the Locust clients too, from here on: the hub, started before, keeps its priority
     watcher.stdin.write(passwords[INSTRUCTOR] + "\n")
     watcher.stdin.close()
 

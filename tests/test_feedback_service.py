@@ -53,6 +53,8 @@ def submit(inbound: Path, student: str, minutes_ago: float, tag: str | None = "x
     folder.mkdir(parents=True)
     (folder / "residual.ipynb").write_text("{}")
     (folder / "timestamp.txt").write_text(when)
+    if tag:
+        (folder / "submission_secret.txt").write_text("the student's secret")
     return folder
 
 
@@ -162,6 +164,16 @@ def test_a_bad_upload_is_refused_with_a_notice_and_the_others_are_graded(service
     assert good.exists()
 
 
+def test_a_submission_put_into_the_inbound_by_hand_without_its_secret_is_refused_and_says_why(service):
+    by_hand = submit(service.inbound, ME, 2, "byhand")
+    (by_hand / "submission_secret.txt").unlink()
+    submit(service.inbound, "nobody" if ME == "root" else "root", 1, "other")
+    assert decided(service)["byhand"] == "refused"
+    (entry,) = [e for e in service.ledger.entries() if e.submission == by_hand.name and e.outcome == "refused"]
+    assert entry.detail.startswith("it has no submission_secret.txt, which nbgrader submit"), entry.detail
+    assert not (service.course_root / "submitted").exists()
+
+
 def test_from_the_http_exchanges_store_the_name_is_the_identity_and_its_time_the_receipt(service, monkeypatch):
     service.identity, service.store = "exchange", True
     folder = submit(service.inbound, "alice", 10, tag=None)          # no Unix user alice: the hub's token named her
@@ -210,6 +222,7 @@ def submit_named(inbound: Path, student: str, claimed: str, tag: str) -> Path:
     folder.mkdir(parents=True)
     (folder / "residual.ipynb").write_text("{}")
     (folder / "timestamp.txt").write_text(claimed)
+    (folder / "submission_secret.txt").write_text("the student's secret")
     time.sleep(0.02)                      # the next submission is received a clock tick or more later
     return folder
 
@@ -237,7 +250,6 @@ def test_the_attempt_limit_cannot_be_passed(service):
     for minutes, tag in [(30, "one"), (20, "two")]:
         service.ledger.record(submit(service.inbound, ME, minutes, tag).name, "graded", "score 8/8")
     third = submit(service.inbound, ME, 1, "three")
-    (third / "submission_secret.txt").write_text("the student's secret")
     assert decided(service)["three"] == "refused"
     assert service.ledger.entries()[-1].detail == "attempt limit: 2 of 2 graded submissions used"
     (notice,) = (service.inbound.parent / "feedback").glob("*.html")     # what Fetch Feedback brings the learner

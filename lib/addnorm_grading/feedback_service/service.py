@@ -39,6 +39,9 @@ FAILED_NOTICE = ("This submission of {assignment} was not graded: the grader sto
 LIMIT_NOTICE = ("You have used all {limit} graded submissions of {assignment}, so this one was not graded. Your "
                 "grade is the one of your last graded submission; ask your instructor if you need another attempt.")
 
+NO_SECRET = ("it has no submission_secret.txt, which nbgrader submit (and the Assignment List) write into every "
+             "submission: it was put into the exchange by hand, and its feedback, filed under that secret, could not "
+             "reach its student")
 UPLOAD_NOTICE = ("This submission of {assignment} was not graded: {reason}. It was neither collected nor graded, and "
                  "it counts as no attempt: submit it again without that.")
 
@@ -197,6 +200,10 @@ class FeedbackService(Application):
             if reason:                                # not the named student's: the notice would go to the victim
                 self.log.warning("refused %s: %s", submission.name, reason)
                 self.ledger.record(submission.name, "refused", reason)
+                continue
+            if not self.store and not (submission.path / "submission_secret.txt").is_file():
+                self.log.warning("refused %s: %s", submission.name, NO_SECRET)
+                self.ledger.record(submission.name, "refused", NO_SECRET)   # no notice: it is filed under the secret
                 continue
             reason = folder_problem(submission.path, self.upload_limits)
             if reason:                                # the student's own: they read why
