@@ -121,9 +121,17 @@ def served_pages(client) -> dict[str, int]:
             for port in ports for page in PAGES}
 
 
+def listening_addresses(pid: int) -> set[str]:
+    """The addresses the process `pid` and its children listen on (TCP)."""
+    import psutil
+    processes = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    return {c.laddr.ip for p in processes for c in p.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+
+
 def test_the_engine_serves_no_page_to_anyone_on_the_network(scheduler, tls, tmp_path):
     """Dask answers HTTP beside its TLS port, without authentication, even with --no-dashboard (`dask scheduler` on
-    0.0.0.0:8787): the course's engine, as the hub and the service start it, serves nothing there."""
+    0.0.0.0:8787): the course's engine, as the hub and the service start it, serves nothing there. The workers of
+    a scheduler on loopback listen on loopback alone (Dask's own default is every interface)."""
     from distributed import Client
     from distributed.security import Security
 
@@ -134,6 +142,7 @@ def test_the_engine_serves_no_page_to_anyone_on_the_network(scheduler, tls, tmp_
         with Client(scheduler, security=Security(**tls, require_encryption=True), timeout=30) as client:
             client.wait_for_workers(1, timeout=120)
             assert set(served_pages(client).values()) == {404}, served_pages(client)
+            assert listening_addresses(worker.pid) == {"127.0.0.1"}
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=60)
@@ -141,6 +150,7 @@ def test_the_engine_serves_no_page_to_anyone_on_the_network(scheduler, tls, tmp_
     try:
         client.wait_for_workers(1, timeout=120)
         assert set(served_pages(client).values()) == {404}, served_pages(client)
+        assert listening_addresses(os.getpid()) <= {"127.0.0.1"}
     finally:
         client.close()
         cluster.close()

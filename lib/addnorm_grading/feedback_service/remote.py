@@ -185,9 +185,11 @@ def scheduler_command(dask: str, host: str, port: int, files: dict[str, str]) ->
 
 def worker_command(dask: str, scheduler: str, workers: int, files: dict[str, str]) -> list[str]:
     """`dask worker` processes of one thread each for the scheduler at `scheduler`, with the course's certificate;
-    run it with NO_PAGES in its environment."""
+    run it with NO_PAGES in its environment. The workers of a scheduler on loopback are on its machine: they listen
+    on loopback too (by default Dask's workers and their nannies listen on every interface)."""
+    on_loopback = scheduler.split("://")[-1].rsplit(":", 1)[0] in ("127.0.0.1", "localhost")
     return [dask, "worker", scheduler, "--nthreads=1", f"--nworkers={workers}", "--no-dashboard",
-            "--dashboard-address=127.0.0.1:0", *tls_options(files)]
+            "--dashboard-address=127.0.0.1:0", *(["--host=127.0.0.1"] if on_loopback else []), *tls_options(files)]
 
 
 def connect(scheduler: str, tls_folder: Path, workers: int):
