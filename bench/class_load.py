@@ -35,7 +35,8 @@ submit-to-feedback: from the submission's receipt time (its exchange timestamp) 
 API p95: over every HTTP request this script makes (set-up included); peak memory: machine-wide, MemTotal -
 MemAvailable; workers: --workers, or the service's pool (one process a core); T: the class's graded submissions
 over the time from the first one's start of grading to the last one's end. With --workers the longest
-submit-to-feedback must be within the guide's capacity model (N / (W x RATE) minutes and a worker's cold start).
+submit-to-feedback must be within the guide's capacity model (N / R minutes and a worker's cold start, R being W x
+RATE for workers with a core each, HUB_RATE a core for workers on every core of the hub's machine, or --rate).
 Exit status 1 when anything above did not hold (the reasons are printed before the last line). Needs root: it
 creates users.
 """
@@ -78,6 +79,8 @@ EXCHANGE = Path(CONSTANTS["course"]["exchange"]) / COURSE_ID     # nbgrader's fi
 STORE = HUB_HOME / "exchange-store" / COURSE_ID                 # the HTTP exchange's store (make hub PODS=1)
 EXCHANGE_API = f"{BASE}/services/exchange/api/{COURSE_ID}"
 RATE = 24                  # submissions of 01_residual per minute per worker, warm (bench/grading_scale.py, README)
+HUB_RATE = 8.4             # per minute per core, workers on every core of the hub's machine: a class of 40 on this
+                           # 2-core machine, `make hub WORKERS=2`, graded 16.8 a minute (bench/README.md)
 COLD_START = 10            # seconds: a worker's first grading starts its zygote and imports nbgrader
 NOTICED = 5                # seconds before the service hands a submission out: it settles 3 s, the service polls every 2
 LOOK = 5                   # seconds between two of the formgrader pages the instructor's browser opens
@@ -662,10 +665,17 @@ def throughput(students: list[str]) -> float:
     return len(ends) / max(seconds, 1) * 60
 
 
-def predicted_max(count: int, workers: int) -> float:
-    """The guide's capacity model: a burst of `count` on `workers` warm workers clears in count / (workers × RATE)
-    minutes once the service has noticed it (NOTICED); the first grading of each worker costs COLD_START more."""
-    return NOTICED + count / (workers * RATE) * 60 + COLD_START
+def grading_rate(workers: int, cores: int) -> float:
+    """The capacity model's rate, submissions a minute: RATE for each worker with a core of its own (one core left
+    for the hub); workers on every core of the hub's machine grade what a smaller class measured there (HUB_RATE,
+    per core)."""
+    return workers * RATE if workers < cores else HUB_RATE * cores
+
+
+def predicted_max(count: int, rate: float) -> float:
+    """The guide's capacity model: a burst of `count` clears in count / rate minutes once the service has noticed it
+    (NOTICED); the first grading of each worker costs COLD_START more."""
+    return NOTICED + count / rate * 60 + COLD_START
 
 
 def main() -> int:
@@ -680,6 +690,10 @@ def main() -> int:
     parser.add_argument("--servers", type=int, default=3,
                         help="http: how many students use a running server and its Assignment List (the others call "
                              "the exchange service with a token of their own)")
+    parser.add_argument("--rate", type=float,
+                        help="with --workers: the submissions a minute the workers grade, for the capacity model "
+                             "(default: RATE a worker on a core of its own, HUB_RATE a core when they share every "
+                             "core with the hub; measure it with a smaller class on the same machine)")
     parser.add_argument("--kill-midway", action="store_true", help="kill the feedback service while it grades")
     parser.add_argument("--keep-hub", action="store_true", help="leave the hub running afterwards (to look around)")
     parser.add_argument("--watch-formgrader", nargs=2, metavar=("STOP_FILE", "OUT"), help=argparse.SUPPRESS)
@@ -694,7 +708,8 @@ def main() -> int:
                  f"{args.students}, {args.workers} and {args.servers}")
     COURSE = Course(http=args.exchange == "http")
     workers = args.workers or os.cpu_count() or 1
-    prediction = predicted_max(args.students, args.workers) if args.workers else None
+    model_rate = args.rate or (grading_rate(args.workers, os.cpu_count() or 1) if args.workers else None)
+    prediction = predicted_max(args.students, model_rate) if args.workers else None
     feedback_wait = max(FEEDBACK_WAIT, 4 * (prediction or 0))
     students = [f"student{i}" for i in range(1, args.students + 1)]
     make = ["make", "-C", str(ROOT), "--no-print-directory"]
@@ -734,8 +749,8 @@ def main() -> int:
     median = statistics.median(latencies) if latencies else float("nan")
     longest = max(latencies) if latencies else float("nan")
     if prediction is not None:
-        say(f"capacity model (guide): {args.students} submissions on {args.workers} workers in at most "
-            f"{prediction:.0f} s; the longest wait was {longest:.0f} s")
+        say(f"capacity model (guide): {args.students} submissions on {args.workers} workers at {model_rate:.1f} a minute "
+            f"in at most {prediction:.0f} s; the longest wait was {longest:.0f} s")
         if not longest <= prediction:              # NaN (nobody had feedback) fails too
             problems.append(f"the longest submit-to-feedback ({longest:.0f} s) is past the capacity model's "
                             f"{prediction:.0f} s")

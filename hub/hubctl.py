@@ -36,6 +36,7 @@ import csv
 import grp
 import hashlib
 import re
+import stat
 import json
 import os
 import pwd
@@ -453,6 +454,23 @@ def start_hub(layout: Layout, students: tuple[str, ...]) -> None:
         f"(root only); stop with `make hub-down`")
 
 
+def readable_by_everyone(path: Path) -> bool:
+    """Whether any user can list `path`: every folder on the way searchable by others, `path` readable by them."""
+    folders = [path, *path.parents]
+    return path.is_dir() and bool(path.stat().st_mode & stat.S_IROTH) and all(
+        folder.stat().st_mode & stat.S_IXOTH for folder in folders)
+
+
+def warn_if_learners_read_the_repository() -> None:
+    """With a Unix user per learner, nothing hides this repository from their servers: say so when its solutions/
+    or checks/ can be read by every user (PODS=1 servers see it as an empty folder)."""
+    exposed = [name for name in ("solutions", "checks") if readable_by_everyone(REPO / name)]
+    if exposed:
+        say(f"WARNING: every user on this machine, learners included, can read {REPO}'s {' and '.join(exposed)}/ "
+            f"(the hidden checks, the solutions): for a real class, keep your private copy of the course in a "
+            f"folder only you can read (chmod 700 {REPO.parent if REPO.parent != Path('/') else REPO})")
+
+
 def up(count: int | None, pods: bool = False, workers: int | None = None) -> None:
     """Everything `make hub` (PODS=1: `up --pods`; WORKERS=N: `up --workers N`) does, in order."""
     require_root("hub")
@@ -481,6 +499,8 @@ def up(count: int | None, pods: bool = False, workers: int | None = None) -> Non
         ensure_exchange()
     ensure_passwords([INSTRUCTOR, *students], unix=not pods)
     (STATE / "class").write_text(" ".join(students))
+    if not pods:
+        warn_if_learners_read_the_repository()
     install_settings()
     ensure_gradebook(layout)
     ensure_course(layout, students)

@@ -104,10 +104,12 @@ if pods:
     c.Spawner.environment = {**c.Spawner.environment, "ADDNORM_EXCHANGE_URL": exchange_url}
 
     def pod_settings(spawner):
-        """The role's Jupyter settings, and what its server must not see: the hub's state and the exchange's store
-        for everyone, the gradebook's cluster for every student (the instructor's nbgrader reads its password)."""
+        """The role's Jupyter settings, and what its server may read besides the operating system: the shared
+        environment and its settings, and for the instructor the gradebook's cluster (their nbgrader reads its
+        password). Nothing else of this machine: not the hub's state, the exchange's store, the course's
+        repository (its solutions/ and checks/) or anybody's folder."""
         role_settings(spawner)
-        spawner.hidden = [state, store] + ([] if spawner.user.name == instructor else [gradebook])
+        spawner.visible = [f"{home}/venv", f"{home}/etc"] + ([gradebook] if spawner.user.name == instructor else [])
 
     c.Spawner.pre_spawn_hook = pod_settings
 

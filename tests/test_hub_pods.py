@@ -246,6 +246,9 @@ def test_a_learners_server_sees_only_its_own_folder(submitted):
     for folder in (HOMES, STORE):                      # every person's folder, the exchange's store: empty here
         seen = inside_server(FIRST, f"ls -A {folder}")
         assert seen.returncode == 0 and seen.stdout == "", (folder, seen.stdout, seen.stderr)
+    for name in ("checks", "solutions"):               # the repository make hub ran from: the instructor's copy
+        seen = inside_server(FIRST, f"ls -A {ROOT / name}")
+        assert seen.stdout == "", (name, seen.stdout[:300])
     assert inside_server(FIRST, "ls -A /home").stdout.split() == [POD_USER]
     password = inside_server(FIRST, f"cat {GRADEBOOK}/password")
     assert password.returncode != 0 and password.stdout == "", "student1's server reads the gradebook's password"

@@ -5,9 +5,11 @@ apart; what keeps them apart is that each pod has its own processes (no server s
 and the hub token in it) and its own files (no server sees another's home). `SharedUserSpawner` gives a hub on one
 machine the same shape, with the operating system's own isolation: JupyterHub's LocalProcessSpawner, but each
 server started by bubblewrap (as root, for the mounts) in new PID, IPC and mount namespaces — a fresh `/proc`, an
-empty `/tmp`, the file system read-only, `homes` (every learner's folder) and each path of `hidden` replaced by an
-empty one, and only this learner's folder, `<homes>/<name>`, mounted read-write at `/home/<shared user>` — then
-dropped to the shared user (setpriv, no new privileges) before the server starts. The learner's identity is the
+empty `/tmp`, a file system of the operating system's folders and `visible` alone (the Python environment and the
+Jupyter settings), read-only, as a pod has its image and nothing else of the node, and only this learner's folder,
+`<homes>/<name>`, mounted read-write at `/home/<shared user>` — then dropped to the shared user (setpriv, no new
+privileges) before the server starts. (A list of what to hide was tried first: whatever it left out, such as the
+course repository `make hub` ran from, with the instructor's solutions/ and checks/, every server could read.) The learner's identity is the
 hub's token alone (e.g. for the HTTP exchange, addnorm_grading.http_exchange), never a Unix user.
 
 Two things the servers still share, closed here: the network (loopback, where the hub and the proxy reach them),
@@ -21,6 +23,7 @@ that server alone.
     c.JupyterHub.spawner_class = "addnorm_grading.hub_spawner.SharedUserSpawner"
     c.SharedUserSpawner.shared_user = "addnorm-pod"
     c.SharedUserSpawner.homes = "/srv/addnorm-homes"
+    c.SharedUserSpawner.visible = ["/opt/course-venv", "/opt/course-settings"]   # besides /usr, /etc, /sys
     c.SharedUserSpawner.mem_limit = "2G"              # each server's, with everything it starts
     c.SharedUserSpawner.pids_limit = 512
 """
@@ -33,6 +36,7 @@ import pwd
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from jupyterhub.spawner import LocalProcessSpawner
@@ -41,6 +45,15 @@ from traitlets import Integer, List, Unicode
 from addnorm_grading import cgroups
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9@._-]{1,100}$")
+SYSTEM = ["/usr", "/etc", "/sys", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]   # what every image has
+
+
+def parents(path: str) -> list[str]:
+    """bwrap words that make path's parent folders, world-traversable (bwrap would make them 0700)."""
+    words: list[str] = []
+    for parent in reversed(Path(path).parents[:-1]):                # /a, /a/b, ... (not / itself)
+        words += ["--perms", "0755", "--dir", str(parent)]
+    return words
 
 
 class SharedUserSpawner(LocalProcessSpawner):
@@ -50,7 +63,11 @@ class SharedUserSpawner(LocalProcessSpawner):
         config=True)
     homes = Unicode("/srv/addnorm-homes", help="Where each learner's folder is kept: <homes>/<hub name>").tag(
         config=True)
-    hidden = List(Unicode(), help="Paths every server sees as an empty folder (the hub's state, the course, the "
+    visible = List(Unicode(), help="Folders a server reads besides the operating system's (/usr, /etc, /sys and "
+                                   "the /bin and /lib links): the Python environment it runs from (default: the "
+                                   "hub's own), its Jupyter settings. Nothing else of the machine is in its file "
+                                   "system, as nothing but its image is in a pod's").tag(config=True)
+    hidden = List(Unicode(), help="Paths inside `visible` every server sees as an empty folder (the hub's state, the "
                                   "exchange's store)").tag(config=True)
     pids_limit = Integer(512, allow_none=True, help="The most processes and threads a server may have, everything it "
                                                     "starts included (None: no limit)").tag(config=True)
@@ -93,17 +110,31 @@ class SharedUserSpawner(LocalProcessSpawner):
         """This server's groups: its user's name, and a named server's name after a ":" (which no hub name has)."""
         return cgroups.folders(f"{self.user.name}:{self.name}" if self.name else self.user.name)
 
+    def readable(self) -> list[str]:
+        """The folders bound read-only into the server (the operating system's and `visible`), outermost first."""
+        trees = [str(Path(path).resolve()) for path in [*SYSTEM, *(self.visible or [sys.prefix])]
+                 if os.path.isdir(path) and not os.path.islink(path)]
+        kept: list[str] = []
+        for tree in sorted(set(trees), key=lambda p: len(Path(p).parts)):
+            if not any(Path(k) == Path(tree) or Path(k) in Path(tree).parents for k in kept):
+                kept.append(tree)
+        return kept
+
     def wrapper(self) -> list[str]:
-        """The bwrap and setpriv words put before the server's command."""
+        """The bwrap and setpriv words put before the server's command: a file system of the readable folders
+        alone (read-only), a fresh /proc, /dev and /tmp, and the learner's folder as its home."""
         account = self.account()
-        args = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-                "--tmpfs", self.homes]
+        args = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            if os.path.islink(f"/{top}"):                 # Debian's merged /usr: links into it
+                args += ["--symlink", os.readlink(f"/{top}"), f"/{top}"]
+        for tree in self.readable():
+            args += [*parents(tree), "--ro-bind", tree, tree]
         for path in self.hidden:
-            if os.path.isdir(path):
-                args += ["--tmpfs", path]
-        args += ["--tmpfs", "/home", "--bind", str(self.learner_folder()), self.inside_home,
-                 "--chdir", self.inside_home, "--"]
+            if os.path.isdir(path) and any(Path(tree) in Path(path).resolve().parents for tree in self.readable()):
+                args += ["--tmpfs", str(Path(path).resolve())]
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--perms", "0755", "--dir", "/home",
+                 "--bind", str(self.learner_folder()), self.inside_home, "--chdir", self.inside_home, "--"]
         return args + ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups",
                        "--no-new-privs", "--", "sh", "-c", 'exec "$0" "$@" >>"$HOME/.jupyter-server.log" 2>&1']
 
