@@ -109,6 +109,10 @@ def hub(tmp_path_factory) -> Iterator[dict[str, str]]:
     result = make("hub")
     assert result.returncode == 0, f"make hub failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     print(f"make hub: {time.monotonic() - started:.0f} s")
+    learners_read_it = subprocess.run(["runuser", "-u", "nobody", "--", "ls", str(ROOT / "solutions")],
+                                      capture_output=True).returncode == 0
+    warned = f"every user on this machine, learners included, can read {ROOT}'s" in result.stdout
+    assert warned == learners_read_it, f"readable by others: {learners_read_it}; make hub said:\n{result.stdout}"
     again = make("hub")
     assert again.returncode == 0 and "already running" in again.stdout, f"a second make hub:\n{again.stdout}"
     class_list = tmp_path_factory.mktemp("class") / "students.csv"
