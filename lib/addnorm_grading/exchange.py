@@ -168,13 +168,13 @@ def _copy_file(source: int, dest: Path, budget: dict, where: str) -> None:
     if not stat.S_ISREG(info.st_mode):
         return
     _spend(budget, 1, info.st_size, where)
+    charged, copied = info.st_size, 0                  # bytes counted against the budget, bytes copied
     with open(source, "rb", closefd=False) as reader, open(dest, "xb") as writer:
-        copied = 0
         while chunk := reader.read(1 << 20):
-            grown = max(0, copied + len(chunk) - max(copied, info.st_size))   # written to since it was opened
-            if grown:
-                _spend(budget, 0, grown, where)
             copied += len(chunk)
+            if copied > charged:                       # the file grew after it was measured: count the growth
+                _spend(budget, 0, copied - charged, where)
+                charged = copied
             writer.write(chunk)
     os.chmod(dest, stat.S_IMODE(info.st_mode) | stat.S_IRUSR | stat.S_IWUSR)
     os.utime(dest, ns=(info.st_atime_ns, info.st_mtime_ns))

@@ -92,7 +92,6 @@ def collect(submission: Submission) -> datetime.datetime:
     dest = collected_folder(submission)
     if dest.exists():
         shutil.rmtree(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
     copy_submission(str(submission.path), str(dest), ignore_patterns(
         exclude=coursedir.ignore, include=coursedir.include, max_file_size=coursedir.max_file_size, log=api.log),
         read_course(Path(coursedir.root) / "course.toml").uploads)
