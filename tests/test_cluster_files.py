@@ -30,6 +30,7 @@ LEARNER = {"app": "jupyterhub", "component": "singleuser-server", "release": "ad
            "hub.jupyter.org/network-access-hub": "true", "hub.jupyter.org/username": "alice",  # KubeSpawner labels
            "addnorm/role": "student"}                                                          # it, and our hook
 INSTRUCTOR = {**LEARNER, "hub.jupyter.org/username": "instructor", "addnorm/role": "instructor"}
+HUB = {"app": "jupyterhub", "component": "hub", "release": "addnorm", "hub.jupyter.org/network-access-proxy-api": "true"}
 
 
 def values() -> dict:
@@ -117,9 +118,14 @@ def claims(tree) -> list[str]:
     return []
 
 
+def container(given: dict, name: str) -> dict:
+    (found,) = [c for c in given["hub"]["extraContainers"] if c["name"] == name]
+    return found
+
+
 def test_graded_work_goes_through_the_http_exchange_whose_store_only_the_hub_pod_mounts():
     given = values()
-    (exchange,) = given["hub"]["extraContainers"]
+    exchange = container(given, "exchange")
     env = {item["name"]: item.get("value", item.get("valueFrom")) for item in exchange["env"]}
     assert list(given["hub"]["services"]) == ["exchange"]
     assert env["JUPYTERHUB_SERVICE_PREFIX"] == "/services/exchange/"
@@ -129,8 +135,10 @@ def test_graded_work_goes_through_the_http_exchange_whose_store_only_the_hub_pod
         f":{given['hub']['service']['extraPorts'][0]['port']}")
     claim = manifest("PersistentVolumeClaim", "addnorm-exchange-store")
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
-    assert [v["persistentVolumeClaim"]["claimName"] for v in given["hub"]["extraVolumes"]] == [claim["metadata"]["name"]]
-    assert claim["metadata"]["name"] not in claims([given["singleuser"], *manifests()]), "another pod mounts it"
+    assert claim["metadata"]["name"] in claims(given["hub"]["extraVolumes"])
+    hook = given["hub"]["extraConfig"]["addnorm-roles"]
+    assert claim["metadata"]["name"] not in claims([given["singleuser"], *manifests()]) + re.findall(
+        r'"claimName": "([^"]+)"', hook), "another pod mounts it"
     assert "storage" not in given["singleuser"], "a shared exchange volume for graded work"
     groups = given["hub"]["config"]["JupyterHub"]["load_groups"]
     course = tomllib.loads((ROOT / "course.toml").read_text())
@@ -162,7 +170,38 @@ def test_the_pre_spawn_hook_labels_roles_and_gives_the_gradebook_password_to_ins
     assert instructor.extra_labels["addnorm/role"] == "instructor" and learner.extra_labels["addnorm/role"] == "student"
     assert learner.environment["JUPYTER_CONFIG_PATH"] == "/etc/addnorm/student"
     assert instructor.volumes["gradebook-password"]["secret"]["secretName"] == "addnorm-gradebook"
+    assert instructor.volumes["course-folder"]["persistentVolumeClaim"]["claimName"] == "addnorm-course"
+    assert instructor.volume_mounts["course-folder"]["mountPath"] == "/home/jovyan/addnorm"
     assert set(learner.volumes) == set(learner.volume_mounts) == {"home"}
+
+
+def test_the_feedback_service_grades_what_the_exchange_stored_on_the_workers_into_the_instructors_folder():
+    given = values()
+    feedback, exchange = container(given, "feedback"), container(given, "exchange")
+    command = feedback["command"]
+    flags = dict(word.split("=", 1) for word in command if word.startswith("--") and "=" in word)
+    service = manifest("Service", "addnorm-dask-scheduler")
+    assert command[:3] == ["python", "-m", "addnorm_grading.feedback_service"]
+    assert flags["--FeedbackService.engine"] == "dask" and flags["--FeedbackService.identity"] == "exchange"
+    assert flags["--FeedbackService.scheduler"] == \
+        f"tls://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
+    mounts = {m["name"]: m for m in feedback["volumeMounts"]}
+    store = exchange["command"][exchange["command"].index("--store") + 1]
+    (store_mount,) = [m for m in exchange["volumeMounts"] if m["name"] == "exchange-store"]
+    assert mounts["exchange-store"]["mountPath"] == store_mount["mountPath"]
+    assert flags["--FeedbackService.exchange"] == store                 # what the exchange writes, it reads
+    course = flags["--course"]
+    assert mounts["course-folder"]["mountPath"] == course
+    assert mounts["grading-tls"]["mountPath"] == f"{course}/feedback-service/tls"        # the service's <state>/tls
+    assert mounts["grading-tls"]["readOnly"] and mounts["gradebook-password"]["readOnly"]
+    volumes = {v["name"]: v for v in given["hub"]["extraVolumes"]}
+    assert volumes["grading-tls"]["secret"]["secretName"] == pod_spec("addnorm-grading-worker")["volumes"][0][
+        "secret"]["secretName"]
+    assert volumes["gradebook-password"]["secret"]["secretName"] == "addnorm-gradebook"
+    claim = manifest("PersistentVolumeClaim", "addnorm-course")
+    assert volumes["course-folder"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]          # the hub's pod and the instructor's server
+    assert claim["metadata"]["name"] not in claims([given["singleuser"], *manifests()]), "a learner's pod mounts it"
 
 
 # ---------------------------------------------------------------------------------------------- hub/k8s/
@@ -171,7 +210,8 @@ def test_the_pre_spawn_hook_labels_roles_and_gives_the_gradebook_password_to_ins
 def test_every_manifest_validates_strictly(version):
     docs = manifests()
     assert sorted(doc["kind"] for doc in docs) == ["Deployment", "Deployment", "NetworkPolicy", "NetworkPolicy",
-                                                   "PersistentVolumeClaim", "Service", "Service", "StatefulSet"]
+                                                   "PersistentVolumeClaim", "PersistentVolumeClaim", "Service",
+                                                   "Service", "StatefulSet"]
     assert [error for doc in docs for error in k8s_errors(doc, version)] == []
 
 
@@ -237,6 +277,7 @@ def test_no_learners_server_reaches_the_scheduler_the_workers_or_the_gradebook()
         assert selected <= manifest(kind, name)["spec"]["template"]["metadata"]["labels"].items(), name
     assert not reaches(policy, LEARNER)
     assert reaches(policy, INSTRUCTOR)
+    assert reaches(policy, HUB)                                     # the feedback service, in the hub's pod
     assert reaches(policy, manifest("Deployment", "addnorm-grading-worker")["spec"]["template"]["metadata"]["labels"])
     open_to_all = copy.deepcopy(policy)
     open_to_all["spec"]["ingress"][0]["from"].append({"podSelector": {"matchLabels": {"component": "singleuser-server"}}})
