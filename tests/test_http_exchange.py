@@ -566,6 +566,8 @@ def test_a_learners_server_sees_no_other_server_and_no_other_home(servers):
     assert set(os.listdir(seen)) <= operating_system | {"home", PYTHON.parent.parent.parts[1]}, os.listdir(seen)
     assert (seen / "home" / SHARED_USER / "nbgrader_config.py").is_file()      # her own folder is there
     assert os.readlink(f"/proc/{alice}/fd/1").endswith("/.jupyter-server.log")    # not the hub's log
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{alice}/status").read_text().splitlines())
+    assert status["Seccomp"].strip() == "2", status["Seccomp"]     # the filter: Linux's keys have no namespace
     processes = [name for name in os.listdir(seen / "proc") if name.isdigit()]
     assert len(processes) < 10, processes                                     # its own few, not the machine's
     for pid in processes:

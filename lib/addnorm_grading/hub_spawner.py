@@ -37,12 +37,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Integer, List, Unicode
 
-from addnorm_grading import cgroups
+from addnorm_grading import cgroups, syscall_filter
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9@._-]{1,100}$")
 SYSTEM = ["/usr", "/etc", "/sys", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]   # what every image has
@@ -120,11 +121,14 @@ class SharedUserSpawner(LocalProcessSpawner):
                 kept.append(tree)
         return kept
 
-    def wrapper(self) -> list[str]:
+    def wrapper(self, seccomp_fd: int) -> list[str]:
         """The bwrap and setpriv words put before the server's command: a file system of the readable folders
-        alone (read-only), a fresh /proc, /dev and /tmp, and the learner's folder as its home."""
+        alone (read-only), a fresh /proc, /dev and /tmp, the learner's folder as its home, and the seccomp filter
+        open on `seccomp_fd` (the grading sandbox's: no server may use Linux's keys, which have no namespace, so a
+        key one server adds every server of the shared user reads)."""
         account = self.account()
-        args = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        args = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+                "--seccomp", str(seccomp_fd)]
         for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             if os.path.islink(f"/{top}"):                 # Debian's merged /usr: links into it
                 args += ["--symlink", os.readlink(f"/{top}"), f"/{top}"]
@@ -147,10 +151,17 @@ class SharedUserSpawner(LocalProcessSpawner):
                 raise RuntimeError(f"SharedUserSpawner needs {tool} (Debian: bubblewrap, util-linux)")
         if not hasattr(self, "server_cmd"):
             self.server_cmd = list(self.cmd)          # the server's own command, as configured
-        self.cmd = [*self.wrapper(), *self.server_cmd]
+        if unavailable := syscall_filter.missing():
+            raise RuntimeError(f"SharedUserSpawner: {unavailable}")
         cgroups.make(self.cgroups[0].name, self.mem_limit, self.pids_limit)
-        self.popen_kwargs = {**self.popen_kwargs, "stdin": subprocess.DEVNULL}
-        return await super().start()
+        with tempfile.TemporaryDirectory(prefix="addnorm-spawn-") as scratch:
+            seccomp = os.open(syscall_filter.write_bpf(Path(scratch) / "seccomp.bpf"), os.O_RDONLY)
+        try:
+            self.cmd = [*self.wrapper(seccomp), *self.server_cmd]
+            self.popen_kwargs = {**self.popen_kwargs, "stdin": subprocess.DEVNULL, "pass_fds": (seccomp,)}
+            return await super().start()
+        finally:
+            os.close(seccomp)                         # the server has its own copy
 
     async def stop(self, now=False):
         await super().stop(now=now)
