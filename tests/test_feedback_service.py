@@ -164,6 +164,22 @@ def test_a_bad_upload_is_refused_with_a_notice_and_the_others_are_graded(service
     assert good.exists()
 
 
+def test_a_learner_is_graded_one_submission_at_a_time_whatever_the_assignment(service):
+    """A learner whose notebooks sleep through every cell's limit holds one worker, never all of them: their next
+    submission, of another assignment, waits while another learner's is graded."""
+    service.identity, service.store = "exchange", True                # names are identities (the HTTP exchange)
+    slow = submit(service.inbound, "alice", 3, tag=None)
+    [(found, kind)] = service.next_jobs()
+    service.running[slow.name] = (found, None, kind, None)          # handed out, still grading
+    next_one = slow.with_name(slow.name.replace("01_residual", "02_layer_norm"))
+    shutil.copytree(slow, next_one)
+    theirs = submit(service.inbound, "bob", 1, tag=None)
+    assert [s.name for s, _ in service.next_jobs()] == [theirs.name]
+    del service.running[slow.name]                                  # alice's first one is done
+    service.ledger.record(slow.name, "graded", "score 8/8")
+    assert next_one.name in {s.name for s, _ in service.next_jobs()}
+
+
 def test_a_submission_put_into_the_inbound_by_hand_without_its_secret_is_refused_and_says_why(service):
     by_hand = submit(service.inbound, ME, 2, "byhand")
     (by_hand / "submission_secret.txt").unlink()

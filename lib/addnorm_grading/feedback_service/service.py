@@ -191,6 +191,7 @@ class FeedbackService(Application):
         "grade"). Every time here is a receipt time: what a folder's name says is never used."""
         finished = self.ledger.finished()
         busy = {submission.key for submission, *_ in self.running.values()}
+        grading_now = {submission.student for submission, _, kind, _ in self.running.values() if kind == "grade"}
         found = self.received(submissions(self.inbound, self.store))
         settled = utc_now() - datetime.timedelta(seconds=self.settle)
         waiting = [s for s in found if s.name not in finished and s.name not in self.running and s.received <= settled]
@@ -228,9 +229,12 @@ class FeedbackService(Application):
                 continue
             if submission.key in busy:
                 continue
+            if submission.student in grading_now:     # one grading at a time per learner, whatever the assignment:
+                continue                              # a learner's slow notebooks hold one worker, never all of them
             if earlier and utc_now() < earlier[-1].received + datetime.timedelta(seconds=self.cooldown):
                 continue                              # the cooldown: graded when it has passed
             busy.add(submission.key)
+            grading_now.add(submission.student)
             jobs.append((submission, "grade"))
         return jobs + self.completions(history, busy)
 
