@@ -61,5 +61,6 @@ c.GenerateFeedback.preprocessors = [
     "addnorm_grading.feedback.ClearHiddenTestsOfTests", "addnorm_grading.tracebacks.CleanTracebacks",
     "addnorm_grading.tracebacks.WrapErrorMessages", "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
 c.HTMLExporter.sanitize_html = True                 # feedback and formgrader: no script or raw HTML in outputs,
-c.HTMLExporter.filters = {"markdown2html": "addnorm_grading.feedback.markdown_without_html"}     # nor in markdown
+c.HTMLExporter.filters = {"markdown2html": "addnorm_grading.feedback.markdown_without_html",     # nor in markdown,
+                          "strip_files_prefix": "addnorm_grading.feedback.strip_files_prefix"}   # in linear time
 c.Validator.width = 100                             # `nbgrader validate` wraps its messages at this width

@@ -498,3 +498,23 @@ def test_the_service_hands_out_the_next_submission_when_a_job_ends_not_at_its_ne
     started = time.monotonic()
     service.wait_for_work()
     assert job.done() and time.monotonic() - started < 30, "the service slept on past the end of a job"
+
+
+# --------------------------------------------------------------------------- the HTML pages of a notebook
+
+
+def test_the_pages_strip_files_prefixes_as_nbconvert_does_with_the_courses_linear_filter():
+    """nbconvert's strip_files_prefix takes time quadratic in a markdown cell's length (an attacking learner's cell of
+    `[a](` repeated 300,000 times held a worker for what would have been half an hour; 6 s with this one: bench/
+    README.md): the course's pages use its own, which changes what nbconvert's changes."""
+    from nbconvert.filters.strings import strip_files_prefix as nbconverts
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from addnorm_grading.feedback import strip_files_prefix
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    assert config.HTMLExporter.filters["strip_files_prefix"] == "addnorm_grading.feedback.strip_files_prefix"
+    for text in ['<img src="files/a.png">', "<a href='/files/b.csv'>", "[a caption](files/x.png), ![i](/files/y.png)",
+                 "[a](files/b) [c](d) [e](files/f)", "no prefix here", "[a](" * 50, "src=files/x"]:
+        assert strip_files_prefix(text) == nbconverts(text), text
+    assert strip_files_prefix("[a](" * 1000 + "[b](files/c)") == "[a](" * 1000 + "[b](c)"
