@@ -36,6 +36,7 @@ from addnorm_grading.verdicts import SPLIT
 
 ROOT = Path(__file__).resolve().parent.parent
 ME = pwd.getpwuid(os.geteuid()).pw_name
+EMPTY_NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
 OTHER = "nobody"                                   # a Unix user that exists everywhere and is not the test runner
 
 
@@ -51,7 +52,7 @@ def submit(inbound: Path, student: str, minutes_ago: float, tag: str | None = "x
     when = stamp(minutes_ago)
     folder = inbound / (f"{student}+01_residual+{when}" + (f"+{tag}" if tag else ""))
     folder.mkdir(parents=True)
-    (folder / "residual.ipynb").write_text("{}")
+    (folder / "residual.ipynb").write_text(EMPTY_NOTEBOOK)
     (folder / "timestamp.txt").write_text(when)
     if tag:
         (folder / "submission_secret.txt").write_text("the student's secret")
@@ -236,7 +237,7 @@ def submit_named(inbound: Path, student: str, claimed: str, tag: str) -> Path:
     """A submission whose name and timestamp.txt claim the time `claimed` (anybody can name a folder)."""
     folder = inbound / f"{student}+01_residual+{claimed}+{tag}"
     folder.mkdir(parents=True)
-    (folder / "residual.ipynb").write_text("{}")
+    (folder / "residual.ipynb").write_text(EMPTY_NOTEBOOK)
     (folder / "timestamp.txt").write_text(claimed)
     (folder / "submission_secret.txt").write_text("the student's secret")
     time.sleep(0.02)                      # the next submission is received a clock tick or more later
@@ -518,3 +519,15 @@ def test_the_pages_strip_files_prefixes_as_nbconvert_does_with_the_courses_linea
                  "[a](files/b) [c](d) [e](files/f)", "no prefix here", "[a](" * 50, "src=files/x"]:
         assert strip_files_prefix(text) == nbconverts(text), text
     assert strip_files_prefix("[a](" * 1000 + "[b](files/c)") == "[a](" * 1000 + "[b](c)"
+
+
+def test_a_failed_step_is_told_by_the_line_that_names_its_error_not_nbgraders_closing_words():
+    from addnorm_grading.feedback_service.grading import _check
+
+    log = ("[AutogradeApp | ERROR] There was an error processing assignment: /c/submitted/alice/01_residual\n"
+           "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\nKeyError: 'grade_id'\n"
+           "[AutogradeApp | ERROR] Please see the the above traceback for details on the specific errors on the "
+           "above failures.\n")
+    with pytest.raises(RuntimeError, match="autograde failed: KeyError: 'grade_id'"):
+        _check("autograde", {"success": False, "log": log})
+    _check("autograde", {"success": True, "log": log})                   # a step that succeeded raises nothing

@@ -82,6 +82,37 @@ def test_a_notebook_that_does_not_parse_is_refused(tmp_path, content, said):
     assert reason.startswith("residual.ipynb is not a notebook") and said in reason, reason
 
 
+def with_cell(**fields) -> bytes:
+    """A notebook of one code cell with `fields` in place of the cell's own."""
+    cell = {"cell_type": "code", "execution_count": None, "id": "a1", "metadata": {}, "outputs": [], "source": "1"}
+    return json.dumps({"cells": [{**cell, **fields}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
+
+
+@pytest.mark.parametrize("content, said", [
+    (with_cell(source=["x = 1\n", 7]), "at cells/0/source"),                         # the attacking helper's
+    (with_cell(outputs={"not": "a list"}), "at cells/0/outputs, {'not': 'a list'} is not of type 'array'"),
+    (with_cell(metadata={"nbgrader": "x"}), "cell 1's nbgrader metadata is a str, not an object of settings"),
+    (with_cell(metadata={"nbgrader": ["grade"]}), "cell 1's nbgrader metadata is a list"),
+    (b'{"cells": 3, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}', "its cells are not a list of cells"),
+])
+def test_a_notebook_whose_fields_have_the_wrong_types_is_refused_with_where(tmp_path, content, said):
+    folder = submission(tmp_path)
+    (folder / "residual.ipynb").write_bytes(content)
+    reason = folder_problem(folder, LIMITS)
+    assert reason is not None and reason.startswith("residual.ipynb is not a notebook") and said in reason, reason
+
+
+def test_a_notebook_the_judge_repairs_is_not_refused(tmp_path):
+    """Missing and repeated cell ids, a cell of the learner's own: the judge repairs or keeps them (structure.py)."""
+    folder = submission(tmp_path)
+    released = json.loads((ROOT / "exercises" / "01_residual" / "residual.ipynb").read_text())
+    released["cells"][1]["id"] = released["cells"][0]["id"]
+    del released["cells"][2]["id"]
+    released["cells"].append({"cell_type": "markdown", "metadata": {}, "source": ["my notes"]})
+    (folder / "residual.ipynb").write_text(json.dumps(released))
+    assert folder_problem(folder, LIMITS) is None
+
+
 def archive(*members: tuple[tarfile.TarInfo, bytes]) -> tarfile.TarFile:
     """An uploaded tar archive holding `members` (each a header and its bytes), opened for reading."""
     data = io.BytesIO()

@@ -10,8 +10,11 @@ submission breaks, as a sentence for the learner, or None:
 - regular files and folders only: no symbolic or hard link, no device, pipe or socket;
 - paths that stay inside: relative, without `..`, in printable text (no tab, line break or other control character:
   such a name could end a line of a log or the ledger, or hide a second name in a listing);
-- every notebook (`.ipynb`) parses as a JSON object (the judge repairs a notebook whose structure is broken, and
-  says so; a file that is no JSON at all is refused here).
+- every notebook (`.ipynb`) parses as a JSON object, of the types nbformat's schema gives each field (a source of
+  text, a list of outputs, a kernel's name as text, …), each cell's nbgrader metadata, where there is one, an
+  object. The judge repairs a notebook whose structure is broken (cells moved, copied, ids missing or repeated,
+  flags changed) and says so; a notebook whose fields have the wrong types it cannot read: nbgrader stopped on
+  such notebooks with nothing in its log but "see the above traceback", and scored them zero.
 """
 
 from __future__ import annotations
@@ -94,6 +97,31 @@ def notebook_problem(name: str, text: bytes) -> str | None:
         return f"{name} is not a notebook: its JSON is nested too deeply to read"
     if not isinstance(content, dict):
         return f"{name} is not a notebook: it is JSON, but not an object with cells"
+    return schema_problem(name, content)
+
+
+def schema_problem(name: str, content: dict) -> str | None:
+    """Where a parsed notebook breaks nbformat's schema, or has nbgrader metadata that is not an object (None: it
+    does neither)."""
+    import nbformat
+    from nbformat.validator import ValidationError
+
+    cells = content.get("cells")
+    if not isinstance(cells, list) or not all(isinstance(cell, dict) for cell in cells):
+        return f"{name} is not a notebook nbformat reads: its cells are not a list of cells"
+    try:
+        nbformat.validate(content)
+    except ValidationError as error:
+        where = "/".join(map(str, getattr(error, "absolute_path", []))) or "its top level"
+        said = str(error).splitlines()[0]
+        return f"{name} is not a notebook nbformat reads: at {where}, {said[:200]}"
+    except (RecursionError, nbformat.reader.NotJSONError, KeyError, TypeError, ValueError) as error:
+        return f"{name} is not a notebook nbformat reads ({type(error).__name__})"
+    for number, cell in enumerate(cells, 1):
+        settings = cell.get("metadata", {}).get("nbgrader")
+        if settings is not None and not isinstance(settings, dict):
+            return (f"{name} is not a notebook nbgrader reads: cell {number}'s nbgrader metadata is a "
+                    f"{type(settings).__name__}, not an object of settings")
     return None
 
 

@@ -70,11 +70,16 @@ def start_worker(course: str, exchange: str, db_url: str | None = None, die_with
     api = course_api(course, exchange, db_url, store)
 
 
+GENERIC = "see the the above traceback"      # nbgrader's last word on any failure (its own spelling): it says nothing
+
+
 def _check(step: str, result: dict) -> None:
-    """Raise with the end of nbgrader's log when a step failed."""
+    """Raise with the last line of nbgrader's log that names the error (not its closing "see the above traceback")
+    when a step failed."""
     if not result.get("success"):
         log = (result.get("log") or "") + (result.get("error") or "")
-        said = [line for line in log.splitlines() if "ERROR" in line or "CRITICAL" in line or "Error:" in line]
+        said = [line for line in log.splitlines()
+                if ("ERROR" in line or "CRITICAL" in line or "Error:" in line) and GENERIC not in line.lower()]
         raise RuntimeError(f"{step} failed: {said[-1].strip() if said else log.strip()[-300:]}")
 
 
