@@ -148,7 +148,13 @@ if workers:
     from pathlib import Path
 
     tls = remote.certificate_files(Path(course) / "feedback-service" / "tls")    # made by hub/hubctl.py
-    engine_env = {"PATH": f"{venv_bin}:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/root", **remote.NO_PAGES}
+    # The workers' temporary folders (each job's copy of the course's checks and secret, a submission, Dask's own
+    # scratch) are in the hub's state, root's alone: a worker killed mid-job leaves them there, and `make hub-down`
+    # removes them with the state (in /tmp they outlived the hub).
+    scratch = Path(state) / "grading-scratch"
+    scratch.mkdir(mode=0o700, exist_ok=True)
+    engine_env = {"PATH": f"{venv_bin}:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/root", "TMPDIR": str(scratch),
+                  **remote.NO_PAGES}
     with_the_hub = ["setpriv", "--pdeathsig=KILL", "--"]    # killed with the hub, should it die without stopping them
     c.JupyterHub.services += [
         {"name": "grading-scheduler", "cwd": "/", "environment": engine_env,
