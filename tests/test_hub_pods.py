@@ -243,9 +243,12 @@ def _is_server_of(entry: Path, user: str) -> bool:
 
 
 def test_a_learners_server_sees_only_its_own_folder(submitted):
-    for folder in (HOMES, STORE):                      # every person's folder, the exchange's store: empty here
+    for folder in (HOMES, STORE):                      # every person's folder, the exchange's store: not there
         seen = inside_server(FIRST, f"ls -A {folder}")
-        assert seen.returncode == 0 and seen.stdout == "", (folder, seen.stdout, seen.stderr)
+        assert seen.stdout == "" and "No such file or directory" in seen.stderr, (folder, seen.stdout, seen.stderr)
+    top = set(inside_server(FIRST, "ls /").stdout.split())                       # the image's, as in a pod
+    assert {"usr", "etc", "home", "tmp", "proc"} <= top <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr",
+                                                           "etc", "sys", "proc", "dev", "tmp", "home", "opt"}, top
     for name in ("checks", "solutions"):               # the repository make hub ran from: the instructor's copy
         seen = inside_server(FIRST, f"ls -A {ROOT / name}")
         assert seen.stdout == "", (name, seen.stdout[:300])
