@@ -79,8 +79,8 @@ EXCHANGE = Path(CONSTANTS["course"]["exchange"]) / COURSE_ID     # nbgrader's fi
 STORE = HUB_HOME / "exchange-store" / COURSE_ID                 # the HTTP exchange's store (make hub PODS=1)
 EXCHANGE_API = f"{BASE}/services/exchange/api/{COURSE_ID}"
 RATE = 24                  # submissions of 01_residual per minute per worker, warm (bench/grading_scale.py, README)
-HUB_RATE = 8.4             # per minute per core, workers on every core of the hub's machine: a class of 40 on this
-                           # 2-core machine, `make hub WORKERS=2`, graded 16.8 a minute (bench/README.md)
+HUB_RATE = 9.4             # per minute per core, workers on every core of the hub's machine: a class of 40 on this
+                           # 2-core machine, `make hub PODS=1 WORKERS=2`, graded 18.8 a minute (bench/README.md)
 COLD_START = 10            # seconds: a worker's first grading starts its zygote and imports nbgrader
 NOTICED = 5                # seconds before the service hands a submission out: it settles 3 s, the service polls every 2
 LOOK = 5                   # seconds between two of the formgrader pages the instructor's browser opens
