@@ -54,7 +54,6 @@ c.Execute.extra_arguments = ["--InteractiveShell.xmode=Plain"]   # short traceba
 c.Execute.shutdown_kernel = "immediate"             # a graded kernel has nothing to save (a graceful stop: ~0.6 s)
 c.LimitOutput.max_lines = 1000                      # a runaway print cannot bloat the graded notebook
 c.LimitOutput.max_traceback = 100
-
 # --- feedback: the failing assertion messages, not the hidden tests' code; the visible ones alone before the due date
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades", "addnorm_grading.feedback.VisibleBeforeDue",
