@@ -43,18 +43,10 @@ from pathlib import Path
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Integer, List, Unicode
 
-from addnorm_grading import cgroups, syscall_filter
+from addnorm_grading import cgroups, sandbox, syscall_filter
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9@._-]{1,100}$")
-SYSTEM = ["/usr", "/etc", "/sys", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]   # what every image has
-
-
-def parents(path: str) -> list[str]:
-    """bwrap words that make path's parent folders, world-traversable (bwrap would make them 0700)."""
-    words: list[str] = []
-    for parent in reversed(Path(path).parents[:-1]):                # /a, /a/b, ... (not / itself)
-        words += ["--perms", "0755", "--dir", str(parent)]
-    return words
+SYSTEM = ["/usr", "/etc", "/sys"]      # what every image has, with the /bin and /lib folders (sandbox.system_tops)
 
 
 class SharedUserSpawner(LocalProcessSpawner):
@@ -68,8 +60,6 @@ class SharedUserSpawner(LocalProcessSpawner):
                                    "the /bin and /lib links): the Python environment it runs from (default: the "
                                    "hub's own), its Jupyter settings. Nothing else of the machine is in its file "
                                    "system, as nothing but its image is in a pod's").tag(config=True)
-    hidden = List(Unicode(), help="Paths inside `visible` every server sees as an empty folder (the hub's state, the "
-                                  "exchange's store)").tag(config=True)
     pids_limit = Integer(512, allow_none=True, help="The most processes and threads a server may have, everything it "
                                                     "starts included (None: no limit)").tag(config=True)
 
@@ -111,16 +101,6 @@ class SharedUserSpawner(LocalProcessSpawner):
         """This server's groups: its user's name, and a named server's name after a ":" (which no hub name has)."""
         return cgroups.folders(f"{self.user.name}:{self.name}" if self.name else self.user.name)
 
-    def readable(self) -> list[str]:
-        """The folders bound read-only into the server (the operating system's and `visible`), outermost first."""
-        trees = [str(Path(path).resolve()) for path in [*SYSTEM, *(self.visible or [sys.prefix])]
-                 if os.path.isdir(path) and not os.path.islink(path)]
-        kept: list[str] = []
-        for tree in sorted(set(trees), key=lambda p: len(Path(p).parts)):
-            if not any(Path(k) == Path(tree) or Path(k) in Path(tree).parents for k in kept):
-                kept.append(tree)
-        return kept
-
     def wrapper(self, seccomp_fd: int) -> list[str]:
         """The bwrap and setpriv words put before the server's command: a file system of the readable folders
         alone (read-only), a fresh /proc, /dev and /tmp, the learner's folder as its home, and the seccomp filter
@@ -129,14 +109,11 @@ class SharedUserSpawner(LocalProcessSpawner):
         account = self.account()
         args = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--seccomp", str(seccomp_fd)]
-        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-            if os.path.islink(f"/{top}"):                 # Debian's merged /usr: links into it
-                args += ["--symlink", os.readlink(f"/{top}"), f"/{top}"]
-        for tree in self.readable():
-            args += [*parents(tree), "--ro-bind", tree, tree]
-        for path in self.hidden:
-            if os.path.isdir(path) and any(Path(tree) in Path(path).resolve().parents for tree in self.readable()):
-                args += ["--tmpfs", str(Path(path).resolve())]
+        args += sandbox.system_tops()
+        readable = [Path(path) for path in [*SYSTEM, *(self.visible or [sys.prefix])]
+                    if os.path.isdir(path) and not os.path.islink(path)]
+        for tree in sandbox.outermost(readable):
+            args += sandbox.bind_with_parents(tree)
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--perms", "0755", "--dir", "/home",
                  "--bind", str(self.learner_folder()), self.inside_home, "--chdir", self.inside_home, "--"]
         return args + ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups",

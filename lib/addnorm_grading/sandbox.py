@@ -155,11 +155,29 @@ def readable_trees() -> list[Path]:
     spec = importlib.util.find_spec("addnorm")
     if spec is not None and spec.origin:
         trees.append(Path(spec.origin).resolve().parent.parent)     # lib/ of an editable install, or site-packages
+    return [tree for tree in outermost([Path("/usr"), *trees]) if tree != Path("/usr")]
+
+
+def outermost(trees: list[Path]) -> list[Path]:
+    """The trees, resolved, without any that lies inside another, shortest first."""
     kept: list[Path] = []
     for tree in sorted({t.resolve() for t in trees}, key=lambda p: len(p.parts)):
-        if not any(tree == k or k in tree.parents for k in kept + [Path("/usr")]):
+        if not any(tree == k or k in tree.parents for k in kept):
             kept.append(tree)
     return kept
+
+
+def system_tops() -> list[str]:
+    """bwrap words for /bin, /sbin and the /lib folders: the link into /usr where the system has one (Debian's
+    merged /usr), else the folder, read-only."""
+    args: list[str] = []
+    for entry in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        top = Path("/") / entry
+        if top.is_symlink():
+            args += ["--symlink", os.readlink(top), str(top)]
+        elif top.is_dir():
+            args += ["--ro-bind", str(top), str(top)]
+    return args
 
 
 def _parents(path: Path) -> list[str]:
@@ -170,7 +188,7 @@ def _parents(path: Path) -> list[str]:
     return args
 
 
-def _bind_with_parents(path: Path, *, read_only: bool = True) -> list[str]:
+def bind_with_parents(path: Path, *, read_only: bool = True) -> list[str]:
     """bwrap arguments that bind path at the same place, its parents created first."""
     return _parents(path) + ["--ro-bind" if read_only else "--bind", str(path), str(path)]
 
@@ -183,22 +201,17 @@ def bwrap_arguments(connection_dir: Path, submission: Path, settings: Settings) 
     for hidden in settings.hidden:
         if Path(hidden).is_dir() and Path("/usr") in Path(hidden).parents:
             args += ["--tmpfs", hidden]
-    for entry in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        top = Path("/") / entry
-        if top.is_symlink():
-            args += ["--symlink", os.readlink(top), str(top)]
-        elif top.is_dir():
-            args += ["--ro-bind", str(top), str(top)]
+    args += system_tops()
     for name in ETC_FILES:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     scratch = str(size_in_bytes(settings.limits.scratch))
     args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", scratch, "--tmpfs", "/tmp",
              "--perms", "1777", "--size", scratch, "--tmpfs", "/dev/shm"]
     for tree in readable_trees():
-        args += _bind_with_parents(tree)
+        args += bind_with_parents(tree)
     if settings.library:               # the package as this exercise's tests withhold it, in place of the real one
         args += ["--ro-bind", settings.library, str(withheld.package_folder())]
-    args += _bind_with_parents(connection_dir, read_only=False)
+    args += bind_with_parents(connection_dir, read_only=False)
     args += _parents(submission) + ["--perms", "0777", "--size", scratch, "--tmpfs", str(submission),
                                     "--chdir", str(submission)]
     args += ["--remount-ro", "/"]                  # the folders bwrap made for the mounts above: read-only
